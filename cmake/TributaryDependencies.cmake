@@ -1,0 +1,23 @@
+# Third-party dependencies, all from Debian 12 packages
+# (scripts/install-deps.sh installs them). Why each was chosen: README.md.
+
+find_package(absl REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+find_package(Threads REQUIRED)
+find_package(GTest REQUIRED)
+if(TRIBUTARY_BENCHMARKS AND NOT TRIBUTARY_TESTS_ONLY_BASE)
+  find_package(benchmark REQUIRED)
+endif()
+
+# The CUDA toolkit is optional: detected when present, never required.
+include(CheckLanguage)
+check_language(CUDA)
+if(CMAKE_CUDA_COMPILER)
+  set(TRIBUTARY_HAVE_CUDA ON)
+else()
+  set(TRIBUTARY_HAVE_CUDA OFF)
+endif()
+message(STATUS "Tributary: CUDA toolkit ${TRIBUTARY_HAVE_CUDA}")

@@ -1,0 +1,38 @@
+# Compiler flags for our own targets. Third-party headers are included as
+# SYSTEM so that -Werror applies to our code only.
+
+add_library(tributary_warnings INTERFACE)
+target_compile_options(tributary_warnings INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Werror>)
+
+if(TRIBUTARY_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer
+                      -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+# tributary_add_tool(NAME SOURCES... LIBS ...): a command-line tool.
+function(tributary_add_executable name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE tributary_warnings ${ARG_LIBS})
+endfunction()
+
+# tributary_add_test(NAME SOURCES... LIBS... [LABELS ...]): a GoogleTest
+# binary registered with CTest (label `unit` unless given). Tests find the
+# shared test data and the source tree through these definitions; a test that
+# cannot find ../shared fails with a clear message.
+function(tributary_add_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS;LABELS" ${ARGN})
+  if(NOT ARG_LABELS)
+    set(ARG_LABELS unit)
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE tributary_warnings ${ARG_LIBS}
+                        GTest::gtest GTest::gtest_main GTest::gmock)
+  target_compile_definitions(${name} PRIVATE
+    TRIBUTARY_SHARED_DIR="${TRIBUTARY_SHARED_DIR}"
+    TRIBUTARY_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}")
+endfunction()
