@@ -15,14 +15,14 @@ float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 }  // namespace
 
 void MatMul(const float* x, int64_t num_tokens, int64_t in_features,
-            const void* w, DType w_dtype, int64_t out_features, float* y) {
+            const void* w, ElementType w_type, int64_t out_features, float* y) {
   for (int64_t t = 0; t < num_tokens; ++t) {
     const float* xt = x + t * in_features;
     for (int64_t o = 0; o < out_features; ++o) {
       const size_t row = static_cast<size_t>(o * in_features);
       float sum = 0.0f;
       for (int64_t i = 0; i < in_features; ++i) {
-        sum += xt[i] * LoadAsF32(w, w_dtype, row + i);
+        sum += xt[i] * LoadAsF32(w, w_type, row + i);
       }
       y[t * out_features + o] = sum;
     }
@@ -30,17 +30,17 @@ void MatMul(const float* x, int64_t num_tokens, int64_t in_features,
 }
 
 void EmbeddingGather(const int32_t* ids, int64_t num_tokens, const void* table,
-                     DType table_dtype, int64_t hidden, float* out) {
+                     ElementType table_type, int64_t hidden, float* out) {
   for (int64_t t = 0; t < num_tokens; ++t) {
     const size_t row = static_cast<size_t>(ids[t]) * hidden;
     for (int64_t i = 0; i < hidden; ++i) {
-      out[t * hidden + i] = LoadAsF32(table, table_dtype, row + i);
+      out[t * hidden + i] = LoadAsF32(table, table_type, row + i);
     }
   }
 }
 
 void RmsNormZeroCentred(const float* x, int64_t num_rows, int64_t dim,
-                        const void* w, DType w_dtype, float eps, float* out) {
+                        const void* w, ElementType w_type, float eps, float* out) {
   for (int64_t r = 0; r < num_rows; ++r) {
     const float* xr = x + r * dim;
     float* yr = out + r * dim;
@@ -49,13 +49,13 @@ void RmsNormZeroCentred(const float* x, int64_t num_rows, int64_t dim,
     const float inv_rms =
         1.0f / std::sqrt(static_cast<float>(sum_sq / dim) + eps);
     for (int64_t i = 0; i < dim; ++i) {
-      yr[i] = xr[i] * inv_rms * (1.0f + LoadAsF32(w, w_dtype, i));
+      yr[i] = xr[i] * inv_rms * (1.0f + LoadAsF32(w, w_type, i));
     }
   }
 }
 
 void GatedRmsNorm(const float* o, const float* z, int64_t num_rows, int64_t dim,
-                  const void* w, DType w_dtype, float eps, float* out) {
+                  const void* w, ElementType w_type, float eps, float* out) {
   for (int64_t r = 0; r < num_rows; ++r) {
     const float* orow = o + r * dim;
     const float* zrow = z + r * dim;
@@ -65,7 +65,7 @@ void GatedRmsNorm(const float* o, const float* z, int64_t num_rows, int64_t dim,
         1.0f / std::sqrt(static_cast<float>(sum_sq / dim) + eps);
     for (int64_t i = 0; i < dim; ++i) {
       out[r * dim + i] =
-          orow[i] * inv_rms * LoadAsF32(w, w_dtype, i) * Silu(zrow[i]);
+          orow[i] * inv_rms * LoadAsF32(w, w_type, i) * Silu(zrow[i]);
     }
   }
 }
@@ -147,21 +147,21 @@ void L2NormRows(float* x, int64_t num_rows, int64_t dim, float scale) {
 }
 
 void GdnGates(const float* a, const float* b, int64_t num_tokens,
-              int64_t num_heads, const void* a_log, DType a_log_dtype,
-              const void* dt_bias, DType dt_bias_dtype, float* g, float* beta) {
+              int64_t num_heads, const void* a_log, ElementType a_log_type,
+              const void* dt_bias, ElementType dt_bias_type, float* g, float* beta) {
   for (int64_t t = 0; t < num_tokens; ++t) {
     for (int64_t h = 0; h < num_heads; ++h) {
       const int64_t i = t * num_heads + h;
-      const float x = a[i] + LoadAsF32(dt_bias, dt_bias_dtype, h);
+      const float x = a[i] + LoadAsF32(dt_bias, dt_bias_type, h);
       const float softplus = x > 20.0f ? x : std::log1p(std::exp(x));
-      g[i] = -std::exp(LoadAsF32(a_log, a_log_dtype, h)) * softplus;
+      g[i] = -std::exp(LoadAsF32(a_log, a_log_type, h)) * softplus;
       beta[i] = Sigmoid(b[i]);
     }
   }
 }
 
 void CausalConv1dSilu(const float* x, int64_t num_tokens, int64_t channels,
-                      int64_t kernel, const void* w, DType w_dtype,
+                      int64_t kernel, const void* w, ElementType w_type,
                       float* window, float* out) {
   const int64_t history = kernel - 1;
   // The input at relative time s (s < 0: from the window, s ≥ 0: from x).
@@ -174,7 +174,7 @@ void CausalConv1dSilu(const float* x, int64_t num_tokens, int64_t channels,
       // Tap j multiplies the input at t − (kernel − 1) + j: the last tap is
       // the current token (PyTorch cross-correlation, left padding).
       for (int64_t j = 0; j < kernel; ++j) {
-        sum += LoadAsF32(w, w_dtype, static_cast<size_t>(c * kernel + j)) *
+        sum += LoadAsF32(w, w_type, static_cast<size_t>(c * kernel + j)) *
                input_at(t - history + j, c);
       }
       out[t * channels + c] = Silu(sum);

@@ -11,33 +11,33 @@
 
 #include <cstdint>
 
-#include "engine/backend/dtype.h"
+#include "engine/backend/element_type.h"
 
 namespace tributary {
 namespace reference {
 
 // y[t, o] = Σ_i x[t, i] · w[o, i]   (a Linear layer, y = x Wᵀ).
 // x: [num_tokens, in_features] f32; w: [out_features, in_features] of
-// `w_dtype`; y: [num_tokens, out_features] f32.
+// `w_type`; y: [num_tokens, out_features] f32.
 void MatMul(const float* x, int64_t num_tokens, int64_t in_features,
-            const void* w, DType w_dtype, int64_t out_features, float* y);
+            const void* w, ElementType w_type, int64_t out_features, float* y);
 
-// out[t] = E[ids[t]]. table: [vocab, hidden] of `table_dtype`; out:
+// out[t] = E[ids[t]]. table: [vocab, hidden] of `table_type`; out:
 // [num_tokens, hidden] f32. Ids must be in range (checked by the caller).
 void EmbeddingGather(const int32_t* ids, int64_t num_tokens, const void* table,
-                     DType table_dtype, int64_t hidden, float* out);
+                     ElementType table_type, int64_t hidden, float* out);
 
 // Zero-centred RMSNorm (§2.2a): out = x · rsqrt(mean(x²) + eps) · (1 + w),
 // over the last dimension of each of `num_rows` rows. x and out may alias.
-// x, out: [num_rows, dim] f32; w: [dim] of `w_dtype`.
+// x, out: [num_rows, dim] f32; w: [dim] of `w_type`.
 void RmsNormZeroCentred(const float* x, int64_t num_rows, int64_t dim,
-                        const void* w, DType w_dtype, float eps, float* out);
+                        const void* w, ElementType w_type, float eps, float* out);
 
 // Gated RMSNorm of the GDN output (§2.2b):
 // out = (o · rsqrt(mean(o²) + eps)) · w · silu(z), per row of `dim`.
 // The weight is applied as stored (not 1 + w). o, z, out: [num_rows, dim].
 void GatedRmsNorm(const float* o, const float* z, int64_t num_rows, int64_t dim,
-                  const void* w, DType w_dtype, float eps, float* out);
+                  const void* w, ElementType w_type, float eps, float* out);
 
 // Partial NeoX (rotate-half) RoPE (§3.4), in place. x: [num_tokens,
 // num_heads, head_dim]; only dims [0, rotary_dim) of each head rotate.
@@ -76,17 +76,17 @@ void L2NormRows(float* x, int64_t num_rows, int64_t dim, float scale);
 // PyTorch) and beta = sigmoid(b). a, b, g, beta: [num_tokens, num_heads];
 // a_log, dt_bias: [num_heads] of their stored dtypes.
 void GdnGates(const float* a, const float* b, int64_t num_tokens,
-              int64_t num_heads, const void* a_log, DType a_log_dtype,
-              const void* dt_bias, DType dt_bias_dtype, float* g, float* beta);
+              int64_t num_heads, const void* a_log, ElementType a_log_type,
+              const void* dt_bias, ElementType dt_bias_type, float* g, float* beta);
 
 // Causal depthwise conv1d + SiLU over channels (§4.2), continuing from a
 // conv window. x: [num_tokens, channels], the raw projection outputs;
 // window: [kernel − 1, channels], the previous inputs, oldest first (zeros at
 // the start of a sequence), updated in place to the last kernel − 1 inputs;
-// w: [channels, kernel] of `w_dtype` (the checkpoint's [C, 1, K]);
+// w: [channels, kernel] of `w_type` (the checkpoint's [C, 1, K]);
 // out: [num_tokens, channels].
 void CausalConv1dSilu(const float* x, int64_t num_tokens, int64_t channels,
-                      int64_t kernel, const void* w, DType w_dtype,
+                      int64_t kernel, const void* w, ElementType w_type,
                       float* window, float* out);
 
 // Shapes of one gated delta rule call for one sequence (§4.5, §4.6).

@@ -48,9 +48,9 @@ TEST(MatMulTest, SameResultForEachWeightDType) {
   std::mt19937 rng(1);
   auto x = RandomVector(t * in, rng);
   std::vector<float> y32(t * out), ybf(t * out), yf16(t * out);
-  MatMul(x.data(), t, in, w32.data(), DType::kF32, out, y32.data());
-  MatMul(x.data(), t, in, wbf.data(), DType::kBF16, out, ybf.data());
-  MatMul(x.data(), t, in, wf16.data(), DType::kF16, out, yf16.data());
+  MatMul(x.data(), t, in, w32.data(), ElementType::kF32, out, y32.data());
+  MatMul(x.data(), t, in, wbf.data(), ElementType::kBF16, out, ybf.data());
+  MatMul(x.data(), t, in, wf16.data(), ElementType::kF16, out, yf16.data());
   EXPECT_EQ(y32, ybf);
   EXPECT_EQ(y32, yf16);
   for (int64_t r = 0; r < t; ++r) {
@@ -67,7 +67,7 @@ TEST(RmsNormTest, ZeroCentredWeightOfZeroGivesUnitRms) {
   const int64_t rows = 4, dim = 24;
   auto x = RandomVector(rows * dim, rng, 3.0f);
   std::vector<float> w(dim, 0.0f), out(rows * dim);
-  RmsNormZeroCentred(x.data(), rows, dim, w.data(), DType::kF32, 1e-6f, out.data());
+  RmsNormZeroCentred(x.data(), rows, dim, w.data(), ElementType::kF32, 1e-6f, out.data());
   for (int64_t r = 0; r < rows; ++r) {
     double ms = 0;
     for (int64_t i = 0; i < dim; ++i) ms += out[r * dim + i] * out[r * dim + i];
@@ -75,7 +75,7 @@ TEST(RmsNormTest, ZeroCentredWeightOfZeroGivesUnitRms) {
   }
   // A weight w scales by (1 + w), not by w.
   std::vector<float> w2(dim, 1.0f), out2(rows * dim);
-  RmsNormZeroCentred(x.data(), rows, dim, w2.data(), DType::kF32, 1e-6f, out2.data());
+  RmsNormZeroCentred(x.data(), rows, dim, w2.data(), ElementType::kF32, 1e-6f, out2.data());
   for (int64_t i = 0; i < rows * dim; ++i) EXPECT_FLOAT_EQ(out2[i], 2 * out[i]);
 }
 
@@ -85,7 +85,7 @@ TEST(RmsNormTest, GatedNormUsesPlainWeightAndSiluGate) {
   const float z[] = {0, 100, -100, 1};
   const float w[] = {1, 2, 3, 4};
   float out[4];
-  GatedRmsNorm(o, z, 1, dim, w, DType::kF32, 0.0f, out);
+  GatedRmsNorm(o, z, 1, dim, w, ElementType::kF32, 0.0f, out);
   EXPECT_FLOAT_EQ(out[0], 0.0f);                 // silu(0) = 0
   EXPECT_NEAR(out[1], -2.0f * 100.0f, 1e-3);     // silu(100) ≈ 100
   EXPECT_NEAR(out[2], 0.0f, 1e-30);              // silu(−100) ≈ 0
@@ -162,7 +162,7 @@ TEST(GdnGatesTest, DecayAndBeta) {
   const float a_log[] = {std::log(2.0f)};
   const float dt_bias[] = {1.0f};
   float g[2], beta[2];
-  GdnGates(a, b, 2, 1, a_log, DType::kF32, dt_bias, DType::kF32, g, beta);
+  GdnGates(a, b, 2, 1, a_log, ElementType::kF32, dt_bias, ElementType::kF32, g, beta);
   EXPECT_NEAR(g[0], -2.0f * std::log1p(std::exp(1.0f)), 1e-6);
   EXPECT_NEAR(g[1], -2.0f * 31.0f, 1e-4);  // softplus linear above 20
   EXPECT_FLOAT_EQ(beta[0], 0.5f);
@@ -175,7 +175,7 @@ TEST(ConvTest, MatchesZeroPaddedFormulaAndSplitsAnywhere) {
   auto x = RandomVector(tokens * channels, rng);
   auto w = RandomVector(channels * kernel, rng);
   std::vector<float> window((kernel - 1) * channels, 0.0f), out(tokens * channels);
-  CausalConv1dSilu(x.data(), tokens, channels, kernel, w.data(), DType::kF32,
+  CausalConv1dSilu(x.data(), tokens, channels, kernel, w.data(), ElementType::kF32,
                    window.data(), out.data());
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t c = 0; c < channels; ++c) {
@@ -193,7 +193,7 @@ TEST(ConvTest, MatchesZeroPaddedFormulaAndSplitsAnywhere) {
   int64_t start = 0;
   for (int64_t piece : {1, 2, 6}) {
     CausalConv1dSilu(x.data() + start * channels, piece, channels, kernel,
-                     w.data(), DType::kF32, window2.data(),
+                     w.data(), ElementType::kF32, window2.data(),
                      out2.data() + start * channels);
     start += piece;
   }

@@ -1,8 +1,10 @@
 // Element types of the tensors the backends compute with, and the scalar
 // conversions between them. Weights may be stored as bf16, f16 or f32; the CPU
-// backend computes in f32.
-#ifndef TRIBUTARY_ENGINE_BACKEND_DTYPE_H_
-#define TRIBUTARY_ENGINE_BACKEND_DTYPE_H_
+// backend computes in f32. (engine/model/dtype.h is the other enum: every
+// dtype a safetensors file may hold; the loader maps the three float ones
+// onto these.)
+#ifndef TRIBUTARY_ENGINE_BACKEND_ELEMENT_TYPE_H_
+#define TRIBUTARY_ENGINE_BACKEND_ELEMENT_TYPE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -10,19 +12,19 @@
 
 namespace tributary {
 
-enum class DType : uint8_t { kF32, kBF16, kF16 };
+enum class ElementType : uint8_t { kF32, kBF16, kF16 };
 
-inline size_t DTypeSizeBytes(DType dtype) {
-  return dtype == DType::kF32 ? 4 : 2;
+inline size_t ElementTypeSizeBytes(ElementType type) {
+  return type == ElementType::kF32 ? 4 : 2;
 }
 
-inline const char* DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
+inline const char* ElementTypeName(ElementType type) {
+  switch (type) {
+    case ElementType::kF32:
       return "f32";
-    case DType::kBF16:
+    case ElementType::kBF16:
       return "bf16";
-    case DType::kF16:
+    case ElementType::kF16:
       return "f16";
   }
   return "?";
@@ -74,14 +76,14 @@ inline float F16ToF32(uint16_t h) {
   return f;
 }
 
-// Element i of a buffer of `dtype`, widened to f32.
-inline float LoadAsF32(const void* data, DType dtype, size_t i) {
-  switch (dtype) {
-    case DType::kF32:
+// Element i of a buffer of `type`, widened to f32.
+inline float LoadAsF32(const void* data, ElementType type, size_t i) {
+  switch (type) {
+    case ElementType::kF32:
       return static_cast<const float*>(data)[i];
-    case DType::kBF16:
+    case ElementType::kBF16:
       return Bf16ToF32(static_cast<const uint16_t*>(data)[i]);
-    case DType::kF16:
+    case ElementType::kF16:
       return F16ToF32(static_cast<const uint16_t*>(data)[i]);
   }
   return 0.0f;
@@ -89,4 +91,4 @@ inline float LoadAsF32(const void* data, DType dtype, size_t i) {
 
 }  // namespace tributary
 
-#endif  // TRIBUTARY_ENGINE_BACKEND_DTYPE_H_
+#endif  // TRIBUTARY_ENGINE_BACKEND_ELEMENT_TYPE_H_

@@ -1,4 +1,4 @@
-#include "engine/backend/dtype.h"
+#include "engine/backend/element_type.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 namespace tributary {
 namespace {
 
-TEST(DTypeTest, F16KnownValues) {
+TEST(ElementTypeTest, F16KnownValues) {
   EXPECT_EQ(F16ToF32(0x3C00), 1.0f);
   EXPECT_EQ(F16ToF32(0xC000), -2.0f);
   EXPECT_EQ(F16ToF32(0x7BFF), 65504.0f);
@@ -20,7 +20,7 @@ TEST(DTypeTest, F16KnownValues) {
   EXPECT_TRUE(std::signbit(F16ToF32(0x8000)));
 }
 
-TEST(DTypeTest, Bf16RoundsToNearestEven) {
+TEST(ElementTypeTest, Bf16RoundsToNearestEven) {
   EXPECT_EQ(F32ToBf16(1.0f), 0x3F80);
   EXPECT_EQ(Bf16ToF32(F32ToBf16(1.0f)), 1.0f);
   // 1 + 2^-8 is exactly half way between bf16 1.0 and 1 + 2^-7: ties to even.
@@ -32,14 +32,14 @@ TEST(DTypeTest, Bf16RoundsToNearestEven) {
       F32ToBf16(std::numeric_limits<float>::infinity()))));
 }
 
-TEST(DTypeTest, LoadAsF32ReadsEachDType) {
+TEST(ElementTypeTest, LoadAsF32ReadsEachDType) {
   const float f32[] = {0.5f, -3.0f};
   const uint16_t bf16[] = {F32ToBf16(0.5f), F32ToBf16(-3.0f)};
   const uint16_t f16[] = {0x3800, 0xC200};
   for (int i = 0; i < 2; ++i) {
-    EXPECT_EQ(LoadAsF32(f32, DType::kF32, i), f32[i]);
-    EXPECT_EQ(LoadAsF32(bf16, DType::kBF16, i), f32[i]);
-    EXPECT_EQ(LoadAsF32(f16, DType::kF16, i), f32[i]);
+    EXPECT_EQ(LoadAsF32(f32, ElementType::kF32, i), f32[i]);
+    EXPECT_EQ(LoadAsF32(bf16, ElementType::kBF16, i), f32[i]);
+    EXPECT_EQ(LoadAsF32(f16, ElementType::kF16, i), f32[i]);
   }
 }
 
