@@ -1,0 +1,90 @@
+// The decoder's tensors, resolved by name from a TensorStore and checked
+// against the ModelConfig (model-spec §6.1).
+#ifndef TRIBUTARY_ENGINE_MODEL_MODEL_WEIGHTS_H_
+#define TRIBUTARY_ENGINE_MODEL_MODEL_WEIGHTS_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/model/model_config.h"
+#include "engine/model/tensor_store.h"
+#include "engine/model/tensor_view.h"
+
+namespace tributary {
+
+// Gated full attention (model-spec §3). Weights are [out, in].
+struct AttentionWeights {
+  TensorView q_proj;  // [2 * heads * head_dim, hidden]: per head query|gate
+  TensorView k_proj;  // [kv_heads * head_dim, hidden]
+  TensorView v_proj;  // [kv_heads * head_dim, hidden]
+  TensorView o_proj;  // [hidden, heads * head_dim]
+  TensorView q_norm;  // [head_dim], zero-centred (1 + w)
+  TensorView k_norm;  // [head_dim], zero-centred (1 + w)
+};
+
+// Gated DeltaNet (model-spec §4).
+struct LinearAttentionWeights {
+  TensorView in_proj_qkv;  // [conv_dim, hidden]: rows q | k | v
+  TensorView in_proj_z;    // [value_dim, hidden]
+  TensorView in_proj_b;    // [Hv, hidden]
+  TensorView in_proj_a;    // [Hv, hidden]
+  TensorView conv1d;       // [conv_dim, 1, kernel]
+  TensorView dt_bias;      // [Hv]
+  TensorView a_log;        // [Hv] ("A_log"; fp32 in published checkpoints)
+  TensorView norm;         // [dv], plain w (not 1 + w); often fp32
+  TensorView out_proj;     // [hidden, value_dim]
+};
+
+// SwiGLU MLP (model-spec §5).
+struct MlpWeights {
+  TensorView gate_proj;  // [intermediate, hidden]
+  TensorView up_proj;    // [intermediate, hidden]
+  TensorView down_proj;  // [hidden, intermediate]
+};
+
+struct LayerWeights {
+  LayerKind kind = LayerKind::kLinearAttention;
+  TensorView input_layernorm;           // [hidden], 1 + w
+  TensorView post_attention_layernorm;  // [hidden], 1 + w
+  // Exactly one of the two is set, according to `kind`.
+  std::optional<AttentionWeights> attention;
+  std::optional<LinearAttentionWeights> linear_attention;
+  MlpWeights mlp;
+};
+
+// Views into the TensorStore's mappings: valid while the store is alive.
+struct ModelWeights {
+  TensorView embed_tokens;  // [vocab, hidden]
+  TensorView final_norm;    // [hidden], 1 + w
+  // [vocab, hidden]; the same tensor as embed_tokens when tied.
+  TensorView lm_head;
+  bool tied_embeddings = false;
+  std::vector<LayerWeights> layers;  // num_hidden_layers entries.
+  // Non-fatal findings: tensors the decoder does not use (outside the
+  // ignored vision tower and MTP head), an lm_head ignored because of tying.
+  std::vector<std::string> warnings;
+};
+
+// Resolves every tensor the decoder needs under config.weights_prefix().
+// Every needed tensor must exist (else INVALID_ARGUMENT listing up to 10
+// missing names and the count), have dtype BF16, F16 or F32, and have the
+// shape the config implies (the error names the tensor, both shapes and the
+// config fields behind the expected one).
+//
+// Tied embeddings (transformers semantics, model-spec §1.2b):
+//   lm_head.weight absent,  tie_word_embeddings true  -> tied;
+//   lm_head.weight present, tie_word_embeddings false -> untied;
+//   lm_head.weight absent,  tie_word_embeddings false -> error (transformers
+//     would initialise a random head: garbage output, so refuse);
+//   lm_head.weight present, tie_word_embeddings true  -> tied, lm_head.weight
+//     ignored with a warning (transformers ties after loading, so the
+//     embedding wins and the stored head is never used).
+// Tensors under "model.visual." and "mtp." are ignored silently.
+absl::StatusOr<ModelWeights> ResolveModelWeights(const ModelConfig& config,
+                                                 const TensorStore& store);
+
+}  // namespace tributary
+
+#endif  // TRIBUTARY_ENGINE_MODEL_MODEL_WEIGHTS_H_
