@@ -8,14 +8,16 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 
 namespace tributary {
 
-enum class ElementType : uint8_t { kF32, kBF16, kF16 };
+// kI32 holds token ids and positions; the float types hold everything else.
+enum class ElementType : uint8_t { kF32, kBF16, kF16, kI32 };
 
 inline size_t ElementTypeSizeBytes(ElementType type) {
-  return type == ElementType::kF32 ? 4 : 2;
+  return type == ElementType::kF32 || type == ElementType::kI32 ? 4 : 2;
 }
 
 inline const char* ElementTypeName(ElementType type) {
@@ -26,6 +28,8 @@ inline const char* ElementTypeName(ElementType type) {
       return "bf16";
     case ElementType::kF16:
       return "f16";
+    case ElementType::kI32:
+      return "i32";
   }
   return "?";
 }
@@ -76,6 +80,24 @@ inline float F16ToF32(uint16_t h) {
   return f;
 }
 
+// f32 → IEEE half, round to nearest even; overflow gives ±Inf, NaN stays NaN.
+inline uint16_t F32ToF16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  uint32_t magnitude = u & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) return sign | 0x7e00u;   // NaN
+  if (magnitude >= 0x477ff000u) return sign | 0x7c00u;  // ≥ 65520: Inf
+  if (magnitude < 0x38800000u) {  // below 2^-14: a subnormal half (or 0)
+    float a;
+    std::memcpy(&a, &magnitude, sizeof a);
+    return sign | static_cast<uint16_t>(std::nearbyint(a * 16777216.0f));
+  }
+  magnitude += 0xfffu + ((magnitude >> 13) & 1u);  // round to nearest even
+  magnitude -= (127u - 15u) << 23;                  // rebias the exponent
+  return sign | static_cast<uint16_t>(magnitude >> 13);
+}
+
 // Element i of a buffer of `type`, widened to f32.
 inline float LoadAsF32(const void* data, ElementType type, size_t i) {
   switch (type) {
@@ -85,6 +107,8 @@ inline float LoadAsF32(const void* data, ElementType type, size_t i) {
       return Bf16ToF32(static_cast<const uint16_t*>(data)[i]);
     case ElementType::kF16:
       return F16ToF32(static_cast<const uint16_t*>(data)[i]);
+    case ElementType::kI32:
+      return static_cast<float>(static_cast<const int32_t*>(data)[i]);
   }
   return 0.0f;
 }

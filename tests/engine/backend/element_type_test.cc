@@ -32,6 +32,24 @@ TEST(ElementTypeTest, Bf16RoundsToNearestEven) {
       F32ToBf16(std::numeric_limits<float>::infinity()))));
 }
 
+TEST(ElementTypeTest, F16RoundTripsEveryValueAndRoundsToNearestEven) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float f = F16ToF32(static_cast<uint16_t>(h));
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(F16ToF32(F32ToF16(f))));
+    } else {
+      ASSERT_EQ(F32ToF16(f), h) << std::hex << h;
+    }
+  }
+  // 1 + 2^-11 is half way between 1 and 1 + 2^-10: ties to even (1).
+  EXPECT_EQ(F32ToF16(1.0f + std::ldexp(1.0f, -11)), 0x3C00);
+  EXPECT_EQ(F32ToF16(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3C02);
+  EXPECT_EQ(F32ToF16(65519.0f), 0x7BFF);
+  EXPECT_EQ(F32ToF16(65520.0f), 0x7C00);
+  EXPECT_EQ(F32ToF16(std::ldexp(1.0f, -25)), 0x0000);  // tie to even: 0
+  EXPECT_EQ(F32ToF16(std::ldexp(3.0f, -25)), 0x0002);
+}
+
 TEST(ElementTypeTest, LoadAsF32ReadsEachDType) {
   const float f32[] = {0.5f, -3.0f};
   const uint16_t bf16[] = {F32ToBf16(0.5f), F32ToBf16(-3.0f)};

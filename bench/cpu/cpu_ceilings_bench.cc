@@ -1,0 +1,352 @@
+// cpu_ceilings_bench: in one run, the machine's ceilings and our MatMul
+// against them (design.md §8: performance is a ratio against a ceiling
+// measured in the same run).
+//   (a) f32 GEMM peak on a large square problem: OpenBLAS sgemm and our
+//       kernel, 1 and 2 threads; the best is the GEMM ceiling.
+//   (b) DRAM read bandwidth: a streaming read of a buffer much larger than
+//       L3 with AVX loads, 1 and 2 threads; the best is the memory ceiling.
+//   (c) our MatMul on the model's shapes: decode (bf16 weights, several
+//       copies cycled so the working set exceeds L3) as GB/s of weights read
+//       and a fraction of (b); prefill T=512 as GFLOP/s and a fraction of (a),
+//       with OpenBLAS sgemm on an expanded f32 copy of the weights beside it.
+// Every number is the best of --reps repetitions (the machine is shared).
+// Flags: --reps=N (default 5), --gemm_n=N (default 2048), --dram_mib=N
+// (default 1024), --threads=N (default 2: the "all cores" column),
+// --sections=abc (a subset to run; ratios need the ceilings they divide by).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/backend/cpu/matmul.h"
+#include "engine/backend/cpu/thread_pool.h"
+#include "engine/backend/element_type.h"
+
+#ifdef TRIBUTARY_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+namespace tributary {
+namespace {
+
+struct Flags {
+  int reps = 5;
+  int64_t gemm_n = 2048;
+  int64_t dram_mib = 1024;
+  int threads = 2;
+  std::string sections = "abc";  // which of (a), (b), (c) to run
+};
+
+double BestSeconds(int reps, const std::function<void()>& fn) {
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    const std::chrono::duration<double> d =
+        std::chrono::steady_clock::now() - start;
+    best = std::min(best, d.count());
+  }
+  return best;
+}
+
+std::vector<float> RandomFloats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+std::vector<uint16_t> ToBf16(const std::vector<float>& f) {
+  std::vector<uint16_t> h(f.size());
+  for (size_t i = 0; i < f.size(); ++i) h[i] = F32ToBf16(f[i]);
+  return h;
+}
+
+// ---- (b) DRAM read bandwidth ----------------------------------------------
+
+__attribute__((target("avx2"))) float SumAvx2(const float* p, size_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 32 <= n; i += 32) {
+    a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
+    a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
+    a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
+    a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+  }
+  alignas(32) float out[8];
+  _mm256_store_ps(out,
+                  _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  float s = 0;
+  for (float v : out) s += v;
+  return s;
+}
+
+float SumScalar(const float* p, size_t n) {
+  float s = 0;
+  for (size_t i = 0; i < n; ++i) s += p[i];
+  return s;
+}
+
+double DramReadGBs(const float* buf, size_t n, int threads, int reps,
+                   ThreadPool* pool) {
+  const bool avx2 = __builtin_cpu_supports("avx2");
+  std::vector<float> sink(threads);
+  const double s = BestSeconds(reps, [&] {
+    pool->ParallelForWorker(
+        threads,
+        [&](int, int64_t begin, int64_t end) {
+          for (int64_t t = begin; t < end; ++t) {
+            const size_t lo = n / threads * t, hi = n / threads * (t + 1);
+            sink[t] = avx2 ? SumAvx2(buf + lo, hi - lo)
+                           : SumScalar(buf + lo, hi - lo);
+          }
+        },
+        threads);
+  });
+  volatile float keep = sink[0];
+  (void)keep;
+  return n * sizeof(float) / s / 1e9;
+}
+
+// ---- helpers for MatMul timing ----------------------------------------------
+
+double GFlops(int64_t t, int64_t n, int64_t k, double seconds) {
+  return 2.0 * t * n * k / seconds / 1e9;
+}
+
+#ifdef TRIBUTARY_HAVE_OPENBLAS
+// y[T, N] = x[T, K] · W[N, K]ᵀ with W in f32.
+void SgemmXWt(const float* x, int64_t t, int64_t k, const float* w, int64_t n,
+              float* y) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(t),
+              static_cast<int>(n), static_cast<int>(k), 1.0f, x,
+              static_cast<int>(k), w, static_cast<int>(k), 0.0f, y,
+              static_cast<int>(n));
+}
+#endif
+
+double MaxRelDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  float max_abs = 0, max_diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    max_abs = std::max(max_abs, std::fabs(b[i]));
+    max_diff = std::max(max_diff, std::fabs(a[i] - b[i]));
+  }
+  return max_abs > 0 ? max_diff / max_abs : max_diff;
+}
+
+void Rule() { std::printf("%s\n", std::string(78, '-').c_str()); }
+
+int Main(const Flags& flags) {
+  ThreadPool pool1(1);
+  ThreadPool pool_n(flags.threads);
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  std::printf(
+      "cpu_ceilings_bench: best of %d, %d threads max, MatMul path %s\n",
+      flags.reps, flags.threads, MatMulIsaName(BestMatMulIsa()));
+#ifdef TRIBUTARY_HAVE_OPENBLAS
+  std::printf("OpenBLAS: OPENBLAS_CORETYPE=%s, core in use: %s, config: %s\n",
+              coretype ? coretype : "(unset)", openblas_get_corename(),
+              openblas_get_config());
+#else
+  (void)coretype;
+  std::printf("OpenBLAS: not built in\n");
+#endif
+
+  const auto want = [&](char c) {
+    return flags.sections.find(c) != std::string::npos;
+  };
+  // (a) GEMM peak. ------------------------------------------------------------
+  double gemm_peak = 0;
+  if (want('a')) {
+    Rule();
+    const int64_t g = flags.gemm_n;
+    std::printf("(a) f32 GEMM %ld x %ld x %ld (GFLOP/s)\n",
+                static_cast<long>(g), static_cast<long>(g),
+                static_cast<long>(g));
+    const std::vector<float> ga = RandomFloats(g * g, 1),
+                             gb = RandomFloats(g * g, 2);
+    std::vector<float> gc(g * g), gc_ours(g * g);
+    double ours_gemm[2] = {0, 0};
+    for (int ti = 0; ti < 2; ++ti) {
+      const int threads = ti == 0 ? 1 : flags.threads;
+      ThreadPool* pool = ti == 0 ? &pool1 : &pool_n;
+      const double s_ours = BestSeconds(flags.reps, [&] {
+        MatMul(ga.data(), g, g, gb.data(), ElementType::kF32, g, gc_ours.data(),
+               pool);
+      });
+      ours_gemm[ti] = GFlops(g, g, g, s_ours);
+      gemm_peak = std::max(gemm_peak, ours_gemm[ti]);
+      std::printf("  ours (f32 W)        %d thr  %8.1f\n", threads,
+                  ours_gemm[ti]);
+#ifdef TRIBUTARY_HAVE_OPENBLAS
+      openblas_set_num_threads(threads);
+      const double s_blas = BestSeconds(flags.reps, [&] {
+        SgemmXWt(ga.data(), g, g, gb.data(), g, gc.data());
+      });
+      const double blas = GFlops(g, g, g, s_blas);
+      gemm_peak = std::max(gemm_peak, blas);
+      std::printf(
+          "  OpenBLAS sgemm      %d thr  %8.1f   (max rel diff vs ours %.1e)\n",
+          threads, blas, MaxRelDiff(gc, gc_ours));
+#endif
+    }
+    std::printf("  => GEMM ceiling (best of the above): %.1f GFLOP/s\n",
+                gemm_peak);
+  }
+
+  // (b) DRAM read bandwidth.
+  // ---------------------------------------------------
+  double dram_peak = 0;
+  if (want('b')) {
+    Rule();
+    const size_t dram_floats = static_cast<size_t>(flags.dram_mib) << 18;
+    std::unique_ptr<float, void (*)(void*)> dram(
+        static_cast<float*>(
+            std::aligned_alloc(64, dram_floats * sizeof(float))),
+        std::free);
+    for (size_t i = 0; i < dram_floats; ++i)
+      dram.get()[i] = static_cast<float>(i & 7);
+    std::printf("(b) DRAM streaming read of %ld MiB (GB/s)\n",
+                static_cast<long>(flags.dram_mib));
+    for (int threads : {1, flags.threads}) {
+      const double gbs =
+          DramReadGBs(dram.get(), dram_floats, threads, flags.reps,
+                      threads == 1 ? &pool1 : &pool_n);
+      dram_peak = std::max(dram_peak, gbs);
+      std::printf("  read                %d thr  %8.2f\n", threads, gbs);
+    }
+    dram.reset();
+    std::printf("  => DRAM ceiling (best of the above): %.2f GB/s\n",
+                dram_peak);
+  }
+  if (!want('c')) return 0;
+
+  // (c) MatMul on model shapes.
+  // ------------------------------------------------
+  struct Shape {
+    const char* name;
+    int64_t out, in;
+  };
+  const Shape shapes[] = {{"lm_head/embed 32000x1024", 32000, 1024},
+                          {"mlp up/gate 2816x1024", 2816, 1024},
+                          {"mlp down 1024x2816", 1024, 2816},
+                          {"attn qkv-like 4096x1024", 4096, 1024}};
+  Rule();
+  std::printf(
+      "(c1) decode, bf16 weights: GB/s of weights read, %% of DRAM ceiling\n");
+  std::printf("  %-28s %3s %6s %9s %6s %9s %6s\n", "shape [out x in]", "T",
+              "copies", "1 thr", "%DRAM", "all thr", "%DRAM");
+  const int64_t kWorkingSetBytes = int64_t{256} << 20;  // >> 32 MiB L3
+  for (const Shape& s : shapes) {
+    const int64_t bytes = s.out * s.in * 2;
+    const int64_t copies =
+        std::max<int64_t>(1, (kWorkingSetBytes + bytes - 1) / bytes);
+    std::vector<std::vector<uint16_t>> ws;
+    for (int64_t c = 0; c < copies; ++c) {
+      ws.push_back(
+          ToBf16(RandomFloats(s.out * s.in, 100 + static_cast<uint32_t>(c))));
+    }
+    for (int64_t t : {1, 4}) {
+      const std::vector<float> x = RandomFloats(t * s.in, 7);
+      std::vector<float> y(t * s.out);
+      double gbs[2];
+      for (int pi = 0; pi < 2; ++pi) {
+        ThreadPool* pool = pi == 0 ? &pool1 : &pool_n;
+        const double sec = BestSeconds(flags.reps, [&] {
+          for (const auto& w : ws) {
+            MatMul(x.data(), t, s.in, w.data(), ElementType::kBF16, s.out,
+                   y.data(), pool);
+          }
+        });
+        gbs[pi] = static_cast<double>(bytes) * copies / sec / 1e9;
+      }
+      std::printf("  %-28s %3ld %6ld %9.2f %5.1f%% %9.2f %5.1f%%\n", s.name,
+                  static_cast<long>(t), static_cast<long>(copies), gbs[0],
+                  100.0 * gbs[0] / dram_peak, gbs[1],
+                  100.0 * gbs[1] / dram_peak);
+    }
+  }
+
+  Rule();
+  std::printf("(c2) prefill T=512, %d threads: GFLOP/s, %% of GEMM ceiling\n",
+              flags.threads);
+  std::printf("  %-28s %9s %6s %9s %6s %9s %6s\n", "shape [out x in]",
+              "ours bf16", "%peak", "ours f32", "%peak", "BLAS f32", "%peak");
+  const int64_t kT = 512;
+  for (const Shape& s : shapes) {
+    const std::vector<float> wf = RandomFloats(s.out * s.in, 9);
+    const std::vector<uint16_t> wb = ToBf16(wf);
+    const std::vector<float> x = RandomFloats(kT * s.in, 10);
+    std::vector<float> y(kT * s.out);
+    const double s_bf16 = BestSeconds(flags.reps, [&] {
+      MatMul(x.data(), kT, s.in, wb.data(), ElementType::kBF16, s.out, y.data(),
+             &pool_n);
+    });
+    const double s_f32 = BestSeconds(flags.reps, [&] {
+      MatMul(x.data(), kT, s.in, wf.data(), ElementType::kF32, s.out, y.data(),
+             &pool_n);
+    });
+    double blas = 0;
+#ifdef TRIBUTARY_HAVE_OPENBLAS
+    openblas_set_num_threads(flags.threads);
+    std::vector<float> yb(kT * s.out);
+    blas = GFlops(kT, s.out, s.in, BestSeconds(flags.reps, [&] {
+                    SgemmXWt(x.data(), kT, s.in, wf.data(), s.out, yb.data());
+                  }));
+#endif
+    const double ours_b = GFlops(kT, s.out, s.in, s_bf16);
+    const double ours_f = GFlops(kT, s.out, s.in, s_f32);
+    std::printf("  %-28s %9.1f %5.1f%% %9.1f %5.1f%% %9.1f %5.1f%%\n", s.name,
+                ours_b, 100 * ours_b / gemm_peak, ours_f,
+                100 * ours_f / gemm_peak, blas, 100 * blas / gemm_peak);
+  }
+  Rule();
+  return 0;
+}
+
+bool ParseInt(const char* arg, const char* name, int64_t* out) {
+  const size_t len = std::strlen(name);
+  if (std::strncmp(arg, name, len) != 0 || arg[len] != '=') return false;
+  *out = std::atoll(arg + len + 1);
+  return true;
+}
+
+}  // namespace
+}  // namespace tributary
+
+int main(int argc, char** argv) {
+  tributary::Flags flags;
+  for (int i = 1; i < argc; ++i) {
+    int64_t v;
+    if (tributary::ParseInt(argv[i], "--reps", &v)) {
+      flags.reps = static_cast<int>(std::max<int64_t>(1, v));
+    } else if (tributary::ParseInt(argv[i], "--gemm_n", &v)) {
+      flags.gemm_n = std::max<int64_t>(16, v);
+    } else if (tributary::ParseInt(argv[i], "--dram_mib", &v)) {
+      flags.dram_mib = std::max<int64_t>(64, v);
+    } else if (std::strncmp(argv[i], "--sections=", 11) == 0) {
+      flags.sections = argv[i] + 11;
+    } else if (tributary::ParseInt(argv[i], "--threads", &v)) {
+      flags.threads = static_cast<int>(std::max<int64_t>(1, v));
+    } else {
+      std::fprintf(
+          stderr,
+          "usage: %s [--reps=N] [--gemm_n=N] [--dram_mib=N] [--threads=N] "
+          "[--sections=abc]\n",
+          argv[0]);
+      return 2;
+    }
+  }
+  return tributary::Main(flags);
+}

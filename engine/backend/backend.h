@@ -1,0 +1,150 @@
+// The one narrow interface of model operations that every backend
+// implements (CPU now, CUDA later). The model code (engine/model/) is written
+// only against this interface, so a backend can be swapped without touching
+// it.
+//
+// Contracts:
+//  - Memory: tensors live in memory the backend owns (Allocate) or aliases
+//    (ImportWeight on the CPU). Output tensors are views the caller
+//    allocated; no op allocates its outputs.
+//  - Asynchrony: ops may be queued and run later, in issue order (a CUDA
+//    stream). Errors from queued ops are sticky and surface at the next
+//    Synchronize() or CopyToHost(). The host must call Synchronize() (or
+//    CopyToHost, which synchronises) before reading results or reusing host
+//    buffers passed to CopyFromHost.
+//  - Threads: a backend is used by one thread at a time (the engine thread).
+//  - Numerics: activations are f32 on the CPU (bf16 on CUDA) with f32
+//    accumulation; recurrent state is always f32 (design.md §7).
+//
+// Shapes are given as [dims] with T = the step's number of tokens (rows), in
+// the order of BatchLayout.
+#ifndef TRIBUTARY_ENGINE_BACKEND_BACKEND_H_
+#define TRIBUTARY_ENGINE_BACKEND_BACKEND_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/backend/batch_layout.h"
+#include "engine/backend/tensor.h"
+
+namespace tributary {
+
+// Columns of the residual statistics tensor [T, kResidualStatsColumns]
+// (design.md §4), one row per token, all f32.
+enum ResidualStatsColumn : int64_t {
+  kStatStreamNorm = 0,  // ‖x‖ before the add
+  kStatUpdateNorm = 1,  // ‖u‖
+  kStatSumNorm = 2,     // ‖x + u‖
+  kStatMaxAbs = 3,      // max |x + u|
+  kStatMaxAbsDim = 4,   // its dimension index (exact in f32 below 2^24)
+  kStatNonFinite = 5,   // 1 if u or x + u holds a NaN or Inf, else 0
+  kResidualStatsColumns = 6,
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual const char* name() const = 0;
+  // The element type of activations (f32 on the CPU).
+  virtual ElementType activation_type() const = 0;
+
+  // --- Memory ---------------------------------------------------------------
+  // A tensor of `shape`, contents undefined, released by Free() or with the
+  // backend. RESOURCE_EXHAUSTED when memory runs out.
+  virtual absl::StatusOr<Tensor> Allocate(ElementType type,
+                                          const Shape& shape) = 0;
+  virtual void Free(Tensor& tensor) = 0;
+  // A weight stored in host memory (e.g. an mmap'd checkpoint). The CPU
+  // backend aliases it without copying (the host memory must outlive every
+  // use); a device backend copies it (and may convert it to its own type),
+  // and Free() releases the copy.
+  virtual absl::StatusOr<Tensor> ImportWeight(const void* host, ElementType type,
+                                              const Shape& shape) = 0;
+  // dst.size_bytes() bytes from host `src` into `dst`.
+  virtual absl::Status CopyFromHost(const void* src, const Tensor& dst) = 0;
+  // src.size_bytes() bytes of `src` to host `dst`, after every queued op.
+  virtual absl::Status CopyToHost(const Tensor& src, void* dst) = 0;
+  // Sets every element of a float tensor to zero (a fresh state slot).
+  virtual void Zero(const Tensor& tensor) = 0;
+  // Sets rows [row_begin, row_end) of the outermost dimension to zero.
+  virtual void ZeroRows(const Tensor& tensor, int64_t row_begin,
+                        int64_t row_end) = 0;
+  // Waits for every queued op; returns the first error since the last call.
+  virtual absl::Status Synchronize() = 0;
+
+  // --- The step ---------------------------------------------------------------
+  // The layout that the cache-reading ops of this step use. Validated by the
+  // caller (the model) against its caches.
+  virtual absl::Status SetBatchLayout(const BatchLayout& layout) = 0;
+
+  // --- Row-wise ops -------------------------------------------------------------
+  // y [T, out] = x [T, in] · wᵀ, w [out, in] in its stored type.
+  virtual void MatMul(const Tensor& x, const Tensor& w, const Tensor& y) = 0;
+  // out [T, hidden] = table [vocab, hidden] rows of ids [T] (i32, in range).
+  virtual void EmbeddingGather(const Tensor& ids, const Tensor& table,
+                               const Tensor& out) = 0;
+  // Zero-centred RMSNorm over each row of w.num_elements() values:
+  // out = x · rsqrt(mean(x²) + eps) · (1 + w). x and out may alias.
+  virtual void RmsNorm(const Tensor& x, const Tensor& w, float eps,
+                       const Tensor& out) = 0;
+  // out = rmsnorm(o) · w · silu(z) over rows of w.num_elements() values.
+  virtual void GatedRmsNorm(const Tensor& o, const Tensor& z, const Tensor& w,
+                            float eps, const Tensor& out) = 0;
+  // x ← x + u; when `stats` has data, stats [T, kResidualStatsColumns].
+  virtual void ResidualAdd(const Tensor& x, const Tensor& u,
+                           const Tensor& stats) = 0;
+  // out = silu(gate) ⊙ up (out may alias gate).
+  virtual void SwiGlu(const Tensor& gate, const Tensor& up,
+                      const Tensor& out) = 0;
+  // o ← o ⊙ sigmoid(gate).
+  virtual void SigmoidGate(const Tensor& o, const Tensor& gate) = 0;
+  // Each row of `dim` values: x ← x · rsqrt(Σx² + 1e-6) · scale.
+  virtual void L2NormRows(const Tensor& x, int64_t dim, float scale) = 0;
+  // g = −exp(a_log) · softplus(a + dt_bias), beta = sigmoid(b); [T, Hv].
+  virtual void GdnGates(const Tensor& a, const Tensor& b, const Tensor& a_log,
+                        const Tensor& dt_bias, const Tensor& g,
+                        const Tensor& beta) = 0;
+  // Copies columns [col_begin, col_begin + dst.cols()) of each row of src
+  // into the same row of dst (splitting a fused projection).
+  virtual void CopyColumns(const Tensor& src, int64_t col_begin,
+                           const Tensor& dst) = 0;
+  // dst [R, d] = the rows `rows` [R] (i32) of src [T, d].
+  virtual void GatherRows(const Tensor& src, const Tensor& rows,
+                          const Tensor& dst) = 0;
+
+  // --- Ops that use the batch layout -----------------------------------------
+  // Partial NeoX RoPE in place on x [T, heads, head_dim], dims
+  // [0, rotary_dim), at each token's position.
+  virtual void Rope(const Tensor& x, int64_t rotary_dim, float theta) = 0;
+  // Causal depthwise conv + SiLU: out [T, C] from x [T, C] and each
+  // sequence's conv window in window_pool [slots, kernel − 1, C] (updated),
+  // w [C, kernel].
+  virtual void CausalConv1dSilu(const Tensor& x, const Tensor& w,
+                                const Tensor& window_pool,
+                                const Tensor& out) = 0;
+  // The gated delta rule per sequence, from and into its state in
+  // state_pool [slots, Hv, dk, dv] (f32): q, k [T, Hk, dk] normalised,
+  // v [T, Hv, dv], g, beta [T, Hv], out [T, Hv, dv]. A sequence with one new
+  // token after cached ones takes the recurrent form, any other the chunked
+  // form (as transformers does).
+  virtual void GatedDeltaRule(const Tensor& q, const Tensor& k,
+                              const Tensor& v, const Tensor& g,
+                              const Tensor& beta, const Tensor& state_pool,
+                              const Tensor& out) = 0;
+  // Writes k, v [T, Hkv, head_dim] at each token's position into the pools
+  // [blocks, block_size, Hkv, head_dim].
+  virtual void WriteKv(const Tensor& k, const Tensor& v, const Tensor& k_pool,
+                       const Tensor& v_pool) = 0;
+  // Causal attention of q [T, H, head_dim] over each sequence's cached keys
+  // (GQA: head h reads KV head h / (H / Hkv)); out [T, H, head_dim].
+  virtual void PagedAttention(const Tensor& q, const Tensor& k_pool,
+                              const Tensor& v_pool, float scale,
+                              const Tensor& out) = 0;
+};
+
+}  // namespace tributary
+
+#endif  // TRIBUTARY_ENGINE_BACKEND_BACKEND_H_

@@ -1,0 +1,276 @@
+#include "engine/backend/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "engine/backend/cpu/matmul.h"
+#include "engine/backend/cpu/reference_ops.h"
+
+namespace tributary {
+namespace {
+
+namespace ref = reference;
+
+constexpr size_t kAlignmentBytes = 64;  // one cache line, one AVX-512 vector
+
+float* F32(const Tensor& t) { return t.as<float>(); }
+
+}  // namespace
+
+CpuBackend::CpuBackend(int num_threads)
+    : pool_(std::make_unique<ThreadPool>(num_threads)) {}
+
+absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
+    const CpuBackendOptions& options) {
+  if (options.num_threads < 0 || options.num_threads > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_threads = ", options.num_threads, " must be in [0, 1024]"));
+  }
+  int threads = options.num_threads;
+  if (threads == 0) {
+    threads = std::max(1u, std::thread::hardware_concurrency());
+  }
+  return std::unique_ptr<CpuBackend>(new CpuBackend(threads));
+}
+
+CpuBackend::~CpuBackend() {
+  for (void* p : allocations_) std::free(p);
+}
+
+absl::StatusOr<Tensor> CpuBackend::Allocate(ElementType type,
+                                            const Shape& shape) {
+  for (int i = 0; i < shape.rank; ++i) {
+    if (shape[i] < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot allocate a tensor of shape ", shape.ToString()));
+    }
+  }
+  Tensor tensor;
+  tensor.type = type;
+  tensor.shape = shape;
+  // aligned_alloc needs a size that is a multiple of the alignment, and at
+  // least one byte so that every tensor has a distinct address.
+  size_t bytes = std::max<size_t>(tensor.size_bytes(), 1);
+  bytes = (bytes + kAlignmentBytes - 1) / kAlignmentBytes * kAlignmentBytes;
+  void* data = std::aligned_alloc(kAlignmentBytes, bytes);
+  if (data == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cannot allocate ", bytes, " bytes for a tensor of shape ",
+        shape.ToString()));
+  }
+  allocations_.insert(data);
+  tensor.data = data;
+  return tensor;
+}
+
+void CpuBackend::Free(Tensor& tensor) {
+  auto it = allocations_.find(tensor.data);
+  if (it != allocations_.end()) {  // Aliased weights are not ours to free.
+    std::free(*it);
+    allocations_.erase(it);
+  }
+  tensor.data = nullptr;
+}
+
+absl::StatusOr<Tensor> CpuBackend::ImportWeight(const void* host,
+                                                ElementType type,
+                                                const Shape& shape) {
+  Tensor tensor;
+  tensor.data = const_cast<void*>(host);  // Never written through.
+  tensor.type = type;
+  tensor.shape = shape;
+  return tensor;
+}
+
+absl::Status CpuBackend::CopyFromHost(const void* src, const Tensor& dst) {
+  if (dst.size_bytes() > 0) std::memcpy(dst.data, src, dst.size_bytes());
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::CopyToHost(const Tensor& src, void* dst) {
+  if (src.size_bytes() > 0) std::memcpy(dst, src.data, src.size_bytes());
+  return absl::OkStatus();
+}
+
+void CpuBackend::Zero(const Tensor& tensor) {
+  if (tensor.size_bytes() > 0) std::memset(tensor.data, 0, tensor.size_bytes());
+}
+
+void CpuBackend::ZeroRows(const Tensor& tensor, int64_t row_begin,
+                          int64_t row_end) {
+  const size_t row_bytes = tensor.size_bytes() / tensor.shape[0];
+  std::memset(static_cast<char*>(tensor.data) + row_begin * row_bytes, 0,
+              (row_end - row_begin) * row_bytes);
+}
+
+absl::Status CpuBackend::SetBatchLayout(const BatchLayout& layout) {
+  layout_ = layout;
+  positions_.assign(static_cast<size_t>(layout.num_tokens()), 0);
+  for (const SequenceSlice& s : layout_.sequences) {
+    for (int64_t i = 0; i < s.num_tokens; ++i) {
+      positions_[s.token_offset + i] = static_cast<int32_t>(s.first_position + i);
+    }
+  }
+  return absl::OkStatus();
+}
+
+void CpuBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& y) {
+  tributary::MatMul(F32(x), x.rows(), x.cols(), w.data, w.type, w.shape[0],
+                    F32(y), pool_.get());
+}
+
+void CpuBackend::EmbeddingGather(const Tensor& ids, const Tensor& table,
+                                 const Tensor& out) {
+  ref::EmbeddingGather(ids.as<int32_t>(), ids.num_elements(), table.data,
+                       table.type, table.cols(), F32(out));
+}
+
+void CpuBackend::RmsNorm(const Tensor& x, const Tensor& w, float eps,
+                         const Tensor& out) {
+  const int64_t dim = w.num_elements();
+  ref::RmsNormZeroCentred(F32(x), x.num_elements() / dim, dim, w.data, w.type,
+                          eps, F32(out));
+}
+
+void CpuBackend::GatedRmsNorm(const Tensor& o, const Tensor& z, const Tensor& w,
+                              float eps, const Tensor& out) {
+  const int64_t dim = w.num_elements();
+  ref::GatedRmsNorm(F32(o), F32(z), o.num_elements() / dim, dim, w.data, w.type,
+                    eps, F32(out));
+}
+
+void CpuBackend::ResidualAdd(const Tensor& x, const Tensor& u,
+                             const Tensor& stats) {
+  const int64_t num_tokens = x.rows();
+  if (stats.data == nullptr) {
+    ref::ResidualAdd(F32(x), F32(u), num_tokens, x.cols(), nullptr);
+    return;
+  }
+  std::vector<ref::ResidualTokenStats> per_token(static_cast<size_t>(num_tokens));
+  ref::ResidualAdd(F32(x), F32(u), num_tokens, x.cols(), per_token.data());
+  float* out = F32(stats);
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    float* row = out + t * kResidualStatsColumns;
+    row[kStatStreamNorm] = per_token[t].stream_norm;
+    row[kStatUpdateNorm] = per_token[t].update_norm;
+    row[kStatSumNorm] = per_token[t].sum_norm;
+    row[kStatMaxAbs] = per_token[t].max_abs;
+    row[kStatMaxAbsDim] = static_cast<float>(per_token[t].max_abs_dim);
+    row[kStatNonFinite] = per_token[t].nonfinite ? 1.0f : 0.0f;
+  }
+}
+
+void CpuBackend::SwiGlu(const Tensor& gate, const Tensor& up,
+                        const Tensor& out) {
+  ref::SwiGlu(F32(gate), F32(up), gate.num_elements(), F32(out));
+}
+
+void CpuBackend::SigmoidGate(const Tensor& o, const Tensor& gate) {
+  ref::SigmoidGate(F32(o), F32(gate), o.num_elements());
+}
+
+void CpuBackend::L2NormRows(const Tensor& x, int64_t dim, float scale) {
+  ref::L2NormRows(F32(x), x.num_elements() / dim, dim, scale);
+}
+
+void CpuBackend::GdnGates(const Tensor& a, const Tensor& b, const Tensor& a_log,
+                          const Tensor& dt_bias, const Tensor& g,
+                          const Tensor& beta) {
+  ref::GdnGates(F32(a), F32(b), a.rows(), a.cols(), a_log.data, a_log.type,
+                dt_bias.data, dt_bias.type, F32(g), F32(beta));
+}
+
+void CpuBackend::CopyColumns(const Tensor& src, int64_t col_begin,
+                             const Tensor& dst) {
+  const int64_t rows = dst.rows(), width = dst.cols(), src_cols = src.cols();
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(F32(dst) + r * width, F32(src) + r * src_cols + col_begin,
+                width * sizeof(float));
+  }
+}
+
+void CpuBackend::GatherRows(const Tensor& src, const Tensor& rows,
+                            const Tensor& dst) {
+  const int64_t width = src.cols();
+  const int32_t* index = rows.as<int32_t>();
+  for (int64_t r = 0; r < rows.num_elements(); ++r) {
+    std::memcpy(F32(dst) + r * width, F32(src) + index[r] * width,
+                width * sizeof(float));
+  }
+}
+
+void CpuBackend::Rope(const Tensor& x, int64_t rotary_dim, float theta) {
+  ref::PartialRopeNeox(F32(x), x.shape[0], x.shape[1], x.shape[2], rotary_dim,
+                       positions_.data(), theta);
+}
+
+void CpuBackend::CausalConv1dSilu(const Tensor& x, const Tensor& w,
+                                  const Tensor& window_pool, const Tensor& out) {
+  const int64_t channels = x.cols();
+  const int64_t kernel = w.shape[w.shape.rank - 1];
+  const int64_t window_elems = (kernel - 1) * channels;
+  for (const SequenceSlice& s : layout_.sequences) {
+    ref::CausalConv1dSilu(F32(x) + s.token_offset * channels, s.num_tokens,
+                          channels, kernel, w.data, w.type,
+                          F32(window_pool) + s.state_slot * window_elems,
+                          F32(out) + s.token_offset * channels);
+  }
+}
+
+void CpuBackend::GatedDeltaRule(const Tensor& q, const Tensor& k,
+                                const Tensor& v, const Tensor& g,
+                                const Tensor& beta, const Tensor& state_pool,
+                                const Tensor& out) {
+  const int64_t hk = q.shape[1], dk = q.shape[2];
+  const int64_t hv = v.shape[1], dv = v.shape[2];
+  const int64_t state_elems = hv * dk * dv;
+  for (const SequenceSlice& s : layout_.sequences) {
+    const ref::DeltaRuleDims dims{s.num_tokens, hk, hv, dk, dv};
+    const int64_t t0 = s.token_offset;
+    float* state = F32(state_pool) + s.state_slot * state_elems;
+    if (s.num_tokens == 1 && s.first_position > 0) {
+      ref::GatedDeltaRuleRecurrent(dims, F32(q) + t0 * hk * dk,
+                                   F32(k) + t0 * hk * dk, F32(v) + t0 * hv * dv,
+                                   F32(g) + t0 * hv, F32(beta) + t0 * hv, state,
+                                   F32(out) + t0 * hv * dv);
+    } else {
+      ref::GatedDeltaRuleChunked(dims, /*chunk_size=*/64, F32(q) + t0 * hk * dk,
+                                 F32(k) + t0 * hk * dk, F32(v) + t0 * hv * dv,
+                                 F32(g) + t0 * hv, F32(beta) + t0 * hv, state,
+                                 F32(out) + t0 * hv * dv);
+    }
+  }
+}
+
+void CpuBackend::WriteKv(const Tensor& k, const Tensor& v, const Tensor& k_pool,
+                         const Tensor& v_pool) {
+  const int64_t block_size = k_pool.shape[1], kv_heads = k_pool.shape[2],
+                head_dim = k_pool.shape[3];
+  const int64_t row = kv_heads * head_dim;
+  for (const SequenceSlice& s : layout_.sequences) {
+    ref::WriteKv(F32(k) + s.token_offset * row, F32(v) + s.token_offset * row,
+                 s.num_tokens, s.first_position, s.block_table.data(),
+                 block_size, kv_heads, head_dim, F32(k_pool), F32(v_pool));
+  }
+}
+
+void CpuBackend::PagedAttention(const Tensor& q, const Tensor& k_pool,
+                                const Tensor& v_pool, float scale,
+                                const Tensor& out) {
+  const int64_t heads = q.shape[1], head_dim = q.shape[2];
+  const int64_t row = heads * head_dim;
+  for (const SequenceSlice& s : layout_.sequences) {
+    const ref::PagedKvView view{F32(k_pool),         F32(v_pool),
+                                s.block_table.data(), k_pool.shape[1],
+                                k_pool.shape[2],      head_dim};
+    ref::PagedAttention(F32(q) + s.token_offset * row, s.num_tokens, heads,
+                        s.first_position, view, scale,
+                        F32(out) + s.token_offset * row);
+  }
+}
+
+}  // namespace tributary

@@ -1,0 +1,84 @@
+// The CPU backend: f32 activations in host memory, weights aliased in their
+// stored type (bf16/f16/f32) straight from the mmap'd checkpoint, the fast
+// matmul (matmul.h) on a thread pool, and the reference ops
+// (reference_ops.h) for everything else. Ops run synchronously on the
+// calling thread (and the pool), so Synchronize() only reports errors.
+#ifndef TRIBUTARY_ENGINE_BACKEND_CPU_CPU_BACKEND_H_
+#define TRIBUTARY_ENGINE_BACKEND_CPU_CPU_BACKEND_H_
+
+#include <memory>
+#include <unordered_set>
+
+#include "engine/backend/backend.h"
+#include "engine/backend/cpu/thread_pool.h"
+
+namespace tributary {
+
+struct CpuBackendOptions {
+  // Compute threads, the calling thread included; 0 = every online core.
+  int num_threads = 0;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  static absl::StatusOr<std::unique_ptr<CpuBackend>> Create(
+      const CpuBackendOptions& options);
+  ~CpuBackend() override;
+
+  const char* name() const override { return "cpu"; }
+  ElementType activation_type() const override { return ElementType::kF32; }
+  int num_threads() const { return pool_->num_threads(); }
+
+  absl::StatusOr<Tensor> Allocate(ElementType type, const Shape& shape) override;
+  void Free(Tensor& tensor) override;
+  absl::StatusOr<Tensor> ImportWeight(const void* host, ElementType type,
+                                      const Shape& shape) override;
+  absl::Status CopyFromHost(const void* src, const Tensor& dst) override;
+  absl::Status CopyToHost(const Tensor& src, void* dst) override;
+  void Zero(const Tensor& tensor) override;
+  void ZeroRows(const Tensor& tensor, int64_t row_begin, int64_t row_end) override;
+  absl::Status Synchronize() override { return absl::OkStatus(); }
+  absl::Status SetBatchLayout(const BatchLayout& layout) override;
+
+  void MatMul(const Tensor& x, const Tensor& w, const Tensor& y) override;
+  void EmbeddingGather(const Tensor& ids, const Tensor& table,
+                       const Tensor& out) override;
+  void RmsNorm(const Tensor& x, const Tensor& w, float eps,
+               const Tensor& out) override;
+  void GatedRmsNorm(const Tensor& o, const Tensor& z, const Tensor& w, float eps,
+                    const Tensor& out) override;
+  void ResidualAdd(const Tensor& x, const Tensor& u, const Tensor& stats) override;
+  void SwiGlu(const Tensor& gate, const Tensor& up, const Tensor& out) override;
+  void SigmoidGate(const Tensor& o, const Tensor& gate) override;
+  void L2NormRows(const Tensor& x, int64_t dim, float scale) override;
+  void GdnGates(const Tensor& a, const Tensor& b, const Tensor& a_log,
+                const Tensor& dt_bias, const Tensor& g,
+                const Tensor& beta) override;
+  void CopyColumns(const Tensor& src, int64_t col_begin,
+                   const Tensor& dst) override;
+  void GatherRows(const Tensor& src, const Tensor& rows,
+                  const Tensor& dst) override;
+  void Rope(const Tensor& x, int64_t rotary_dim, float theta) override;
+  void CausalConv1dSilu(const Tensor& x, const Tensor& w,
+                        const Tensor& window_pool, const Tensor& out) override;
+  void GatedDeltaRule(const Tensor& q, const Tensor& k, const Tensor& v,
+                      const Tensor& g, const Tensor& beta,
+                      const Tensor& state_pool, const Tensor& out) override;
+  void WriteKv(const Tensor& k, const Tensor& v, const Tensor& k_pool,
+               const Tensor& v_pool) override;
+  void PagedAttention(const Tensor& q, const Tensor& k_pool,
+                      const Tensor& v_pool, float scale,
+                      const Tensor& out) override;
+
+ private:
+  explicit CpuBackend(int num_threads);
+
+  std::unique_ptr<ThreadPool> pool_;
+  BatchLayout layout_;
+  std::vector<int32_t> positions_;  // [T], from layout_
+  std::unordered_set<void*> allocations_;
+};
+
+}  // namespace tributary
+
+#endif  // TRIBUTARY_ENGINE_BACKEND_CPU_CPU_BACKEND_H_

@@ -1,0 +1,72 @@
+// The fast CPU matmul: y = x Wᵀ with weights kept in their stored type.
+//
+// Same contract as reference::MatMul (reference_ops.h):
+//   y[t, o] = Σ_i x[t, i] · w[o, i]
+// x: [num_tokens, in_features] f32; w: [out_features, in_features] of
+// `w_type` (bf16, f16 or f32; never expanded as a whole: blocks of rows are
+// widened to f32 into a per-worker scratch buffer); y: [num_tokens,
+// out_features] f32, overwritten. No pointer may alias another. w_type must
+// be a float type (kF32, kBF16, kF16).
+//
+// Every output is a dot product computed as 16 lane-wise fma chains plus a
+// fixed lane tree (matmul_kernels.h), by register-blocked tiles of up to
+// 6 tokens × 4 weight rows (AVX-512; one zmm accumulator each):
+//  - decode (num_tokens <= 6, memory-bound): one pass over the stored
+//    weight rows, widened to f32 in registers (bf16: a 16-bit shift; f16:
+//    F16C), each row read once for all the tokens of the call, the next
+//    tile's rows prefetched into L2;
+//  - prefill (more tokens, compute-bound): a block of rows (~384 KiB) is
+//    widened once into a per-worker f32 buffer, then every 6-token tile runs
+//    over it from L2.
+// Threads split the output features (static partition, 16-row units).
+//
+// Determinism: y[t, o] depends only on x row t and w row o, through a
+// reduction order fixed by in_features alone — not by num_tokens, the other
+// tokens of the call, the thread count, the blocking or the tile shape — so
+// results are bit-for-bit batch invariant, and the scalar, AVX2 and AVX-512
+// paths give identical bits (all fuse multiply-adds the same way; bf16/f16
+// widening is exact). They differ from reference::MatMul (one sequential
+// sum) by rounding only (~1e-7 relative).
+//
+// Cost: decode reads the weights once (≈ DRAM bandwidth bound); prefill is
+// 2·T·in·out flops at ~90–100 % of one core's FMA peak per thread.
+//
+// Thread safety: reentrant; with a pool, concurrent calls serialise on it.
+#ifndef TRIBUTARY_ENGINE_BACKEND_CPU_MATMUL_H_
+#define TRIBUTARY_ENGINE_BACKEND_CPU_MATMUL_H_
+
+#include <cstdint>
+
+#include "engine/backend/cpu/thread_pool.h"
+#include "engine/backend/element_type.h"
+
+namespace tributary {
+
+// The instruction-set paths of the kernel. kAuto picks the best one the CPU
+// supports (checked at run time with __builtin_cpu_supports).
+enum class MatMulIsa : uint8_t { kAuto, kScalar, kAvx2, kAvx512 };
+
+const char* MatMulIsaName(MatMulIsa isa);
+
+// Whether this CPU can run `isa` (kAuto and kScalar: always).
+bool MatMulIsaSupported(MatMulIsa isa);
+
+// The path kAuto resolves to on this CPU.
+MatMulIsa BestMatMulIsa();
+
+// y = x Wᵀ on the best path. `pool` may be null (single-threaded, and then
+// the packing buffer is allocated per call); small problems run on the
+// calling thread only.
+void MatMul(const float* x, int64_t num_tokens, int64_t in_features,
+            const void* w, ElementType w_type, int64_t out_features, float* y,
+            ThreadPool* pool);
+
+// The same on a given path, for tests and benchmarks. The path must be
+// supported (MatMulIsaSupported); an unsupported one falls back to kScalar.
+void MatMulWithIsa(MatMulIsa isa, const float* x, int64_t num_tokens,
+                   int64_t in_features, const void* w, ElementType w_type,
+                   int64_t out_features, float* y, ThreadPool* pool);
+
+}  // namespace tributary
+
+#endif  // TRIBUTARY_ENGINE_BACKEND_CPU_MATMUL_H_

@@ -1,0 +1,182 @@
+// The AVX2 + FMA path: the canonical 16-lane order (matmul_kernels.h) with
+// each (token, weight row) accumulator held as two ymm (lanes 0–7, 8–15), so
+// its bits equal the AVX-512 path's. Up to 3 tokens × 2 rows or 1 × 4 per
+// tile (2·m·nr accumulators + nr weights + 1 x within 16 ymm registers).
+// Same rules as matmul_avx512.cc: only TRIBUTARY_AVX2 functions use AVX2.
+#include <immintrin.h>
+
+#include <type_traits>
+
+#include "engine/backend/cpu/matmul_kernels.h"
+
+#define TRIBUTARY_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+namespace tributary {
+namespace matmul_internal {
+namespace {
+
+constexpr int kMr = 3;
+constexpr int kNr[kMaxTileRows + 1] = {0, 4, 3, 2, 0, 0, 0, 0, 0};
+
+// 8 consecutive elements of a row from element i, widened to f32 (exact).
+template <ElementType kType>
+TRIBUTARY_AVX2 inline __m256 Load8(const void* row, int64_t i) {
+  if constexpr (kType == ElementType::kF32) {
+    return _mm256_loadu_ps(static_cast<const float*>(row) + i);
+  } else {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(
+        static_cast<const uint16_t*>(row) + i));
+    if constexpr (kType == ElementType::kBF16) {
+      return _mm256_castsi256_ps(
+          _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    } else {
+      return _mm256_cvtph_ps(h);
+    }
+  }
+}
+
+// The canonical lane tree of lanes lo (0–7) and hi (8–15).
+TRIBUTARY_AVX2 inline float LaneTree(__m256 lo, __m256 hi) {
+  const __m256 v8 = _mm256_add_ps(lo, hi);
+  const __m128 v4 =
+      _mm_add_ps(_mm256_castps256_ps128(v8), _mm256_extractf128_ps(v8, 1));
+  const __m128 v2 = _mm_add_ps(v4, _mm_movehl_ps(v4, v4));
+  return _mm_cvtss_f32(_mm_add_ss(v2, _mm_shuffle_ps(v2, v2, 1)));
+}
+
+// One 16-chunk at element i: acc[t][r][h] += x[t][i + 8h …] · w[r][i + 8h …].
+template <int M, int N, ElementType kType>
+TRIBUTARY_AVX2 inline void Chunk(const float* x, int64_t ldx,
+                                 const void* const* row, int64_t i,
+                                 __m256 (&acc)[M][N][2]) {
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    __m256 w[N];
+#pragma GCC unroll 8
+    for (int r = 0; r < N; ++r) w[r] = Load8<kType>(row[r], i + 8 * h);
+#pragma GCC unroll 8
+    for (int t = 0; t < M; ++t) {
+      const __m256 xv = _mm256_loadu_ps(x + t * ldx + i + 8 * h);
+#pragma GCC unroll 8
+      for (int r = 0; r < N; ++r)
+        acc[t][r][h] = _mm256_fmadd_ps(xv, w[r], acc[t][r][h]);
+    }
+  }
+}
+
+template <int M, int N, ElementType kType>
+TRIBUTARY_AVX2 void Tile(const float* x, int64_t ldx, const void* const* rows,
+                         int64_t k, float* y, int64_t ldy, int n_store,
+                         const char* prefetch) {
+  __m256 acc[M][N][2];
+#pragma GCC unroll 8
+  for (int t = 0; t < M; ++t) {
+#pragma GCC unroll 8
+    for (int r = 0; r < N; ++r)
+      acc[t][r][0] = acc[t][r][1] = _mm256_setzero_ps();
+  }
+  const void* row[N];
+#pragma GCC unroll 8
+  for (int r = 0; r < N; ++r) row[r] = rows[r];
+  using Elem = std::conditional_t<kType == ElementType::kF32, float, uint16_t>;
+  constexpr int64_t kPrefetchBytesPerChunk = N * 16 * sizeof(Elem);
+  int64_t i = 0;
+  for (; i + 16 <= k; i += 16) {
+    if (prefetch != nullptr) {
+      const char* pf = prefetch + (i / 16) * kPrefetchBytesPerChunk;
+#pragma GCC unroll 16
+      for (int64_t b = 0; b < kPrefetchBytesPerChunk; b += 64) {
+        _mm_prefetch(pf + b, _MM_HINT_T1);
+      }
+    }
+    Chunk<M, N, kType>(x, ldx, row, i, acc);
+  }
+  if (i < k) {
+    // Zero-padded last chunk, through small f32 copies (AVX2 has no 16-bit
+    // masked load); fma(0, 0, acc) leaves acc unchanged.
+    alignas(32) float xt[M][16] = {};
+    alignas(32) float wt[N][16] = {};
+    const void* wrow[N];
+    for (int64_t j = i; j < k; ++j) {
+      for (int t = 0; t < M; ++t) xt[t][j - i] = x[t * ldx + j];
+      for (int r = 0; r < N; ++r) {
+        wt[r][j - i] = LoadAsF32(row[r], kType, static_cast<size_t>(j));
+      }
+    }
+    for (int r = 0; r < N; ++r) wrow[r] = wt[r];
+    Chunk<M, N, ElementType::kF32>(&xt[0][0], 16, wrow, 0, acc);
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < M; ++t) {
+#pragma GCC unroll 8
+    for (int r = 0; r < N; ++r) {
+      if (r < n_store) y[t * ldy + r] = LaneTree(acc[t][r][0], acc[t][r][1]);
+    }
+  }
+}
+
+template <int M>
+TRIBUTARY_AVX2 void TileType(const float* x, int64_t ldx,
+                             const void* const* rows, ElementType type,
+                             int64_t k, float* y, int64_t ldy, int n_store,
+                             const char* prefetch) {
+  switch (type) {
+    case ElementType::kF32:
+      return Tile<M, kNr[M], ElementType::kF32>(x, ldx, rows, k, y, ldy,
+                                                n_store, prefetch);
+    case ElementType::kBF16:
+      return Tile<M, kNr[M], ElementType::kBF16>(x, ldx, rows, k, y, ldy,
+                                                 n_store, prefetch);
+    case ElementType::kF16:
+      return Tile<M, kNr[M], ElementType::kF16>(x, ldx, rows, k, y, ldy,
+                                                n_store, prefetch);
+    default:  // not a weight type; the driver never passes one
+      return;
+  }
+}
+
+TRIBUTARY_AVX2 void TileAvx2(int m, const float* x, int64_t ldx,
+                             const void* const* rows, ElementType type,
+                             int64_t k, float* y, int64_t ldy, int n_store,
+                             const char* prefetch) {
+  switch (m) {
+    case 1:
+      return TileType<1>(x, ldx, rows, type, k, y, ldy, n_store, prefetch);
+    case 2:
+      return TileType<2>(x, ldx, rows, type, k, y, ldy, n_store, prefetch);
+    default:
+      return TileType<3>(x, ldx, rows, type, k, y, ldy, n_store, prefetch);
+  }
+}
+
+template <ElementType kType>
+TRIBUTARY_AVX2 void WidenT(const void* src, int64_t n, float* dst) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, Load8<kType>(src, i));
+  for (; i < n; ++i) dst[i] = LoadAsF32(src, kType, static_cast<size_t>(i));
+}
+
+TRIBUTARY_AVX2 void WidenAvx2(const void* src, ElementType type, int64_t n,
+                              float* dst) {
+  switch (type) {
+    case ElementType::kF32:
+      return WidenT<ElementType::kF32>(src, n, dst);
+    case ElementType::kBF16:
+      return WidenT<ElementType::kBF16>(src, n, dst);
+    case ElementType::kF16:
+      return WidenT<ElementType::kF16>(src, n, dst);
+    default:
+      return;
+  }
+}
+
+}  // namespace
+
+const MatMulKernels& Avx2Kernels() {
+  static const MatMulKernels kernels{
+      kMr, {0, kNr[1], kNr[2], kNr[3], 0, 0, 0, 0, 0}, &TileAvx2, &WidenAvx2};
+  return kernels;
+}
+
+}  // namespace matmul_internal
+}  // namespace tributary

@@ -1,0 +1,218 @@
+// The AVX-512 path: the canonical 16-lane order (matmul_kernels.h) with one
+// zmm accumulator per (token, weight row), up to 6 tokens × 4 rows (prefill)
+// or 1–2 tokens × 8 rows (decode) per tile.
+//
+// This file is compiled with the project's baseline flags; only the functions
+// marked TRIBUTARY_AVX512 use AVX-512 (target attribute), so no inline
+// function from a shared header is ever emitted with AVX-512 instructions
+// (which the linker could otherwise pick for callers on older CPUs). The
+// driver only reaches these after __builtin_cpu_supports says yes.
+
+// GCC 12's AVX-512 intrinsics build _mm512_undefined_*() from a
+// self-initialised variable, which -Wmaybe-uninitialized flags once inlined
+// (GCC bug 105593); the warning is wrong here, and -Werror is on.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include <immintrin.h>
+
+#include <type_traits>
+
+#include "engine/backend/cpu/matmul_kernels.h"
+
+#define TRIBUTARY_AVX512 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+
+namespace tributary {
+namespace matmul_internal {
+namespace {
+
+constexpr int kMr = 6;
+// Accumulators m·nr plus nr weight registers plus one x register fit the 32
+// zmm registers.
+constexpr int kNr[kMaxTileRows + 1] = {0, 8, 8, 6, 6, 4, 4, 0, 0};
+
+// 16 consecutive elements of a row from element i, widened to f32 (exact).
+template <ElementType kType>
+TRIBUTARY_AVX512 inline __m512 Load16(const void* row, int64_t i) {
+  if constexpr (kType == ElementType::kF32) {
+    return _mm512_loadu_ps(static_cast<const float*>(row) + i);
+  } else {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+        static_cast<const uint16_t*>(row) + i));
+    if constexpr (kType == ElementType::kBF16) {
+      return _mm512_castsi512_ps(
+          _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    } else {
+      return _mm512_cvtph_ps(h);
+    }
+  }
+}
+
+// The same for the lanes of `mask`, zero elsewhere (no access beyond them).
+template <ElementType kType>
+TRIBUTARY_AVX512 inline __m512 MaskLoad16(const void* row, int64_t i,
+                                          __mmask16 mask) {
+  if constexpr (kType == ElementType::kF32) {
+    return _mm512_maskz_loadu_ps(mask, static_cast<const float*>(row) + i);
+  } else {
+    const __m256i h =
+        _mm256_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(row) + i);
+    if constexpr (kType == ElementType::kBF16) {
+      return _mm512_castsi512_ps(
+          _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    } else {
+      return _mm512_cvtph_ps(h);
+    }
+  }
+}
+
+// The canonical lane tree.
+TRIBUTARY_AVX512 inline float LaneTree(__m512 a) {
+  const __m256 lo = _mm512_castps512_ps256(a);
+  const __m256 hi =
+      _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1));
+  const __m256 v8 = _mm256_add_ps(lo, hi);
+  const __m128 v4 =
+      _mm_add_ps(_mm256_castps256_ps128(v8), _mm256_extractf128_ps(v8, 1));
+  const __m128 v2 = _mm_add_ps(v4, _mm_movehl_ps(v4, v4));
+  return _mm_cvtss_f32(_mm_add_ss(v2, _mm_shuffle_ps(v2, v2, 1)));
+}
+
+template <int M, int N, ElementType kType>
+TRIBUTARY_AVX512 void Tile(const float* x, int64_t ldx, const void* const* rows,
+                           int64_t k, float* y, int64_t ldy, int n_store,
+                           const char* prefetch) {
+  __m512 acc[M][N];
+#pragma GCC unroll 8
+  for (int t = 0; t < M; ++t) {
+#pragma GCC unroll 8
+    for (int r = 0; r < N; ++r) acc[t][r] = _mm512_setzero_ps();
+  }
+  const void* row[N];
+#pragma GCC unroll 8
+  for (int r = 0; r < N; ++r) row[r] = rows[r];
+  using Elem = std::conditional_t<kType == ElementType::kF32, float, uint16_t>;
+  constexpr int64_t kPrefetchBytesPerChunk = N * 16 * sizeof(Elem);
+  int64_t i = 0;
+  for (; i + 16 <= k; i += 16) {
+    if (prefetch != nullptr) {
+      const char* pf = prefetch + (i / 16) * kPrefetchBytesPerChunk;
+#pragma GCC unroll 16
+      for (int64_t b = 0; b < kPrefetchBytesPerChunk; b += 64) {
+        _mm_prefetch(pf + b, _MM_HINT_T1);
+      }
+    }
+    __m512 w[N];
+#pragma GCC unroll 8
+    for (int r = 0; r < N; ++r) w[r] = Load16<kType>(row[r], i);
+#pragma GCC unroll 8
+    for (int t = 0; t < M; ++t) {
+      const __m512 xv = _mm512_loadu_ps(x + t * ldx + i);
+#pragma GCC unroll 8
+      for (int r = 0; r < N; ++r)
+        acc[t][r] = _mm512_fmadd_ps(xv, w[r], acc[t][r]);
+    }
+  }
+  if (i < k) {
+    // Zero-padded last chunk: fma(0, 0, acc) leaves acc unchanged (acc is
+    // never −0: it starts at +0 and x·w + acc rounds an exact zero to +0).
+    const __mmask16 mask = static_cast<__mmask16>((1u << (k - i)) - 1);
+    __m512 w[N];
+#pragma GCC unroll 8
+    for (int r = 0; r < N; ++r) w[r] = MaskLoad16<kType>(row[r], i, mask);
+#pragma GCC unroll 8
+    for (int t = 0; t < M; ++t) {
+      const __m512 xv = _mm512_maskz_loadu_ps(mask, x + t * ldx + i);
+#pragma GCC unroll 8
+      for (int r = 0; r < N; ++r)
+        acc[t][r] = _mm512_fmadd_ps(xv, w[r], acc[t][r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < M; ++t) {
+#pragma GCC unroll 8
+    for (int r = 0; r < N; ++r) {
+      if (r < n_store) y[t * ldy + r] = LaneTree(acc[t][r]);
+    }
+  }
+}
+
+template <int M>
+TRIBUTARY_AVX512 void TileType(const float* x, int64_t ldx,
+                               const void* const* rows, ElementType type,
+                               int64_t k, float* y, int64_t ldy, int n_store,
+                               const char* prefetch) {
+  switch (type) {
+    case ElementType::kF32:
+      return Tile<M, kNr[M], ElementType::kF32>(x, ldx, rows, k, y, ldy,
+                                                n_store, prefetch);
+    case ElementType::kBF16:
+      return Tile<M, kNr[M], ElementType::kBF16>(x, ldx, rows, k, y, ldy,
+                                                 n_store, prefetch);
+    case ElementType::kF16:
+      return Tile<M, kNr[M], ElementType::kF16>(x, ldx, rows, k, y, ldy,
+                                                n_store, prefetch);
+    default:  // not a weight type; the driver never passes one
+      return;
+  }
+}
+
+TRIBUTARY_AVX512 void TileAvx512(int m, const float* x, int64_t ldx,
+                                 const void* const* rows, ElementType type,
+                                 int64_t k, float* y, int64_t ldy, int n_store,
+                                 const char* prefetch) {
+  switch (m) {
+    case 1:
+      return TileType<1>(x, ldx, rows, type, k, y, ldy, n_store, prefetch);
+    case 2:
+      return TileType<2>(x, ldx, rows, type, k, y, ldy, n_store, prefetch);
+    case 3:
+      return TileType<3>(x, ldx, rows, type, k, y, ldy, n_store, prefetch);
+    case 4:
+      return TileType<4>(x, ldx, rows, type, k, y, ldy, n_store, prefetch);
+    case 5:
+      return TileType<5>(x, ldx, rows, type, k, y, ldy, n_store, prefetch);
+    default:
+      return TileType<6>(x, ldx, rows, type, k, y, ldy, n_store, prefetch);
+  }
+}
+
+template <ElementType kType>
+TRIBUTARY_AVX512 void WidenT(const void* src, int64_t n, float* dst) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, Load16<kType>(src, i));
+  if (i < n) {
+    const __mmask16 mask = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(dst + i, mask, MaskLoad16<kType>(src, i, mask));
+  }
+}
+
+TRIBUTARY_AVX512 void WidenAvx512(const void* src, ElementType type, int64_t n,
+                                  float* dst) {
+  switch (type) {
+    case ElementType::kF32:
+      return WidenT<ElementType::kF32>(src, n, dst);
+    case ElementType::kBF16:
+      return WidenT<ElementType::kBF16>(src, n, dst);
+    case ElementType::kF16:
+      return WidenT<ElementType::kF16>(src, n, dst);
+    default:
+      return;
+  }
+}
+
+}  // namespace
+
+const MatMulKernels& Avx512Kernels() {
+  static const MatMulKernels kernels{
+      kMr,
+      {0, kNr[1], kNr[2], kNr[3], kNr[4], kNr[5], kNr[6], 0, 0},
+      &TileAvx512,
+      &WidenAvx512};
+  return kernels;
+}
+
+}  // namespace matmul_internal
+}  // namespace tributary

@@ -1,0 +1,59 @@
+// The portable path: the canonical 16-lane order (matmul_kernels.h) spelled
+// out with std::fma, so that it gives the vector paths' bits exactly.
+#include <cmath>
+
+#include "engine/backend/cpu/matmul_kernels.h"
+
+namespace tributary {
+namespace matmul_internal {
+namespace {
+
+constexpr int kLanes = 16;
+constexpr int kMr = 4;
+constexpr int kNr = 4;
+
+float LaneTree(const float s[kLanes]) {
+  float v8[8], v4[4], v2[2];
+  for (int j = 0; j < 8; ++j) v8[j] = s[j] + s[j + 8];
+  for (int j = 0; j < 4; ++j) v4[j] = v8[j] + v8[j + 4];
+  for (int j = 0; j < 2; ++j) v2[j] = v4[j] + v4[j + 2];
+  return v2[0] + v2[1];
+}
+
+void TileScalar(int m, const float* x, int64_t ldx, const void* const* rows,
+                ElementType type, int64_t k, float* y, int64_t ldy, int n_store,
+                const char* /*prefetch*/) {
+  float acc[kMr][kNr][kLanes] = {};
+  for (int64_t i0 = 0; i0 < k; i0 += kLanes) {
+    for (int j = 0; j < kLanes; ++j) {
+      const int64_t i = i0 + j;
+      for (int r = 0; r < kNr; ++r) {
+        const float w =
+            i < k ? LoadAsF32(rows[r], type, static_cast<size_t>(i)) : 0.0f;
+        for (int t = 0; t < m; ++t) {
+          const float xv = i < k ? x[t * ldx + i] : 0.0f;
+          acc[t][r][j] = std::fma(xv, w, acc[t][r][j]);
+        }
+      }
+    }
+  }
+  for (int t = 0; t < m; ++t) {
+    for (int r = 0; r < n_store; ++r) y[t * ldy + r] = LaneTree(acc[t][r]);
+  }
+}
+
+void WidenScalar(const void* src, ElementType type, int64_t n, float* dst) {
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = LoadAsF32(src, type, static_cast<size_t>(i));
+}
+
+}  // namespace
+
+const MatMulKernels& ScalarKernels() {
+  static const MatMulKernels kernels{
+      kMr, {0, kNr, kNr, kNr, kNr, 0, 0, 0, 0}, &TileScalar, &WidenScalar};
+  return kernels;
+}
+
+}  // namespace matmul_internal
+}  // namespace tributary

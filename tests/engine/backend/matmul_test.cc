@@ -1,0 +1,250 @@
+// The fast CPU matmul against reference::MatMul (its naive twin), on every
+// instruction-set path this machine has, plus its determinism guarantees:
+// bit-for-bit batch invariance, thread-count and blocking invariance, and
+// identical bits across paths.
+#include "engine/backend/cpu/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/backend/cpu/reference_ops.h"
+#include "engine/backend/cpu/thread_pool.h"
+
+namespace tributary {
+namespace {
+
+const MatMulIsa kAllIsas[] = {MatMulIsa::kScalar, MatMulIsa::kAvx2,
+                              MatMulIsa::kAvx512};
+const ElementType kAllTypes[] = {ElementType::kF32, ElementType::kBF16,
+                                 ElementType::kF16};
+
+std::vector<MatMulIsa> SupportedIsas() {
+  std::vector<MatMulIsa> isas;
+  for (MatMulIsa isa : kAllIsas) {
+    if (MatMulIsaSupported(isa)) isas.push_back(isa);
+  }
+  return isas;
+}
+
+std::vector<float> RandomFloats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+// Weights stored as `type` (raw bytes), from random values.
+std::vector<uint8_t> RandomWeights(ElementType type, size_t n, uint32_t seed) {
+  const std::vector<float> f = RandomFloats(n, seed);
+  std::vector<uint8_t> bytes(n * ElementTypeSizeBytes(type));
+  for (size_t i = 0; i < n; ++i) {
+    if (type == ElementType::kF32) {
+      std::memcpy(bytes.data() + 4 * i, &f[i], 4);
+    } else {
+      uint16_t h;
+      if (type == ElementType::kBF16) {
+        h = F32ToBf16(f[i]);
+      } else {
+        // f16 of a value in a safe range: through bf16's top bits is not
+        // enough, so build it from a small integer grid plus a fraction.
+        const float v = std::round(f[i] * 512.0f) / 512.0f;  // |v| < ~8
+        const float a = std::fabs(v);
+        if (a == 0.0f) {
+          h = 0;
+        } else {
+          int e;
+          const float m = std::frexp(a, &e);  // a = m · 2^e, m in [0.5, 1)
+          // Normal half: a = (1 + frac/1024) · 2^(exp − 15), exp = e − 1 + 15.
+          const uint32_t exp = static_cast<uint32_t>(e - 1 + 15);
+          const uint32_t frac =
+              static_cast<uint32_t>(std::lround((m * 2.0f - 1.0f) * 1024.0f));
+          h = static_cast<uint16_t>((exp << 10) + frac);  // frac 1024 carries
+        }
+        if (v < 0) h |= 0x8000;
+      }
+      std::memcpy(bytes.data() + 2 * i, &h, 2);
+    }
+  }
+  return bytes;
+}
+
+struct Shape {
+  int64_t tokens, in, out;
+};
+
+std::string Describe(MatMulIsa isa, ElementType type, const Shape& s,
+                     int threads) {
+  return std::string(MatMulIsaName(isa)) + " " + ElementTypeName(type) +
+         " T=" + std::to_string(s.tokens) + " in=" + std::to_string(s.in) +
+         " out=" + std::to_string(s.out) +
+         " threads=" + std::to_string(threads);
+}
+
+// Per token row: max |a − b| <= tol · max |ref| (design.md §7).
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& ref,
+                 const Shape& s, float tol, const std::string& what) {
+  for (int64_t t = 0; t < s.tokens; ++t) {
+    float max_ref = 0.0f, max_diff = 0.0f;
+    for (int64_t o = 0; o < s.out; ++o) {
+      const size_t i = static_cast<size_t>(t * s.out + o);
+      max_ref = std::max(max_ref, std::fabs(ref[i]));
+      max_diff = std::max(max_diff, std::fabs(got[i] - ref[i]));
+    }
+    ASSERT_LE(max_diff, tol * max_ref) << what << " token " << t;
+  }
+}
+
+std::vector<float> RunMatMul(MatMulIsa isa, const std::vector<float>& x,
+                             const Shape& s, const std::vector<uint8_t>& w,
+                             ElementType type, ThreadPool* pool) {
+  std::vector<float> y(static_cast<size_t>(s.tokens * s.out), -1.0f);
+  MatMulWithIsa(isa, x.data(), s.tokens, s.in, w.data(), type, s.out, y.data(),
+                pool);
+  return y;
+}
+
+TEST(MatMulTest, F16TestWeightsAreExact) {
+  // The f16 generator above must produce the value it was given.
+  const std::vector<uint8_t> w = RandomWeights(ElementType::kF16, 1000, 3);
+  const std::vector<float> f = RandomFloats(1000, 3);
+  for (size_t i = 0; i < f.size(); ++i) {
+    EXPECT_EQ(LoadAsF32(w.data(), ElementType::kF16, i),
+              std::round(f[i] * 512.0f) / 512.0f);
+  }
+}
+
+TEST(MatMulTest, AutoPathIsSupported) {
+  EXPECT_TRUE(MatMulIsaSupported(BestMatMulIsa()));
+  EXPECT_NE(BestMatMulIsa(), MatMulIsa::kAuto);
+}
+
+TEST(MatMulTest, MatchesReferenceOnEveryPathTypeAndOddShape) {
+  ThreadPool pool(2);
+  const Shape shapes[] = {
+      {1, 1, 1},      {1, 5, 7},     {2, 17, 33},   {3, 31, 15},
+      {7, 33, 65},    {16, 64, 31},  {17, 100, 47}, {64, 300, 70},
+      {130, 257, 97}, {9, 600, 130}, {1, 4500, 35}, {5, 5000, 17},
+  };
+  for (const Shape& s : shapes) {
+    const std::vector<float> x = RandomFloats(s.tokens * s.in, 11);
+    for (ElementType type : kAllTypes) {
+      const std::vector<uint8_t> w = RandomWeights(type, s.in * s.out, 12);
+      std::vector<float> ref(s.tokens * s.out);
+      reference::MatMul(x.data(), s.tokens, s.in, w.data(), type, s.out,
+                        ref.data());
+      for (MatMulIsa isa : SupportedIsas()) {
+        ExpectClose(RunMatMul(isa, x, s, w, type, &pool), ref, s, 1e-5f,
+                    Describe(isa, type, s, 2));
+      }
+    }
+  }
+}
+
+TEST(MatMulTest, DefaultEntryPointMatchesReference) {
+  const Shape s{17, 130, 45};
+  const std::vector<float> x = RandomFloats(s.tokens * s.in, 1);
+  const std::vector<uint8_t> w =
+      RandomWeights(ElementType::kBF16, s.in * s.out, 2);
+  std::vector<float> ref(s.tokens * s.out), y(s.tokens * s.out);
+  reference::MatMul(x.data(), s.tokens, s.in, w.data(), ElementType::kBF16,
+                    s.out, ref.data());
+  MatMul(x.data(), s.tokens, s.in, w.data(), ElementType::kBF16, s.out,
+         y.data(), nullptr);
+  ExpectClose(y, ref, s, 1e-5f, "auto");
+}
+
+TEST(MatMulTest, ZeroInFeaturesGivesZeros) {
+  std::vector<float> y(6, 5.0f);
+  const float x = 0.0f;
+  const uint16_t w = 0;
+  MatMul(&x, 2, 0, &w, ElementType::kBF16, 3, y.data(), nullptr);
+  for (float v : y) EXPECT_EQ(v, 0.0f);
+}
+
+// A token's output must not depend on the other tokens of the call, nor on
+// how many there are: compare every way of cutting 130 tokens into calls,
+// bit for bit, on the same path.
+TEST(MatMulTest, BatchInvariantBitForBit) {
+  ThreadPool pool(2);
+  const Shape full{130, 600, 77};  // two k-blocks, a partial panel
+  const std::vector<float> x = RandomFloats(full.tokens * full.in, 5);
+  for (ElementType type : kAllTypes) {
+    const std::vector<uint8_t> w = RandomWeights(type, full.in * full.out, 6);
+    for (MatMulIsa isa : SupportedIsas()) {
+      const std::vector<float> y_full = RunMatMul(isa, x, full, w, type, &pool);
+      for (int64_t step : {1, 2, 3, 4, 7, 16, 17, 64}) {
+        for (int64_t t0 = 0; t0 < full.tokens; t0 += step) {
+          const int64_t n = std::min(step, full.tokens - t0);
+          const Shape part{n, full.in, full.out};
+          std::vector<float> xp(x.begin() + t0 * full.in,
+                                x.begin() + (t0 + n) * full.in);
+          const std::vector<float> yp =
+              RunMatMul(isa, xp, part, w, type, &pool);
+          ASSERT_EQ(0, std::memcmp(yp.data(), y_full.data() + t0 * full.out,
+                                   yp.size() * sizeof(float)))
+              << Describe(isa, type, part, 2) << " tokens from " << t0;
+        }
+      }
+    }
+  }
+}
+
+TEST(MatMulTest, SameBitsForAnyThreadCount) {
+  ThreadPool pool1(1), pool2(2), pool3(3), pool5(5);
+  ThreadPool* pools[] = {&pool1, &pool2, &pool3, &pool5};
+  for (const Shape& s : {Shape{1, 1024, 700}, Shape{40, 300, 333}}) {
+    const std::vector<float> x = RandomFloats(s.tokens * s.in, 8);
+    const std::vector<uint8_t> w =
+        RandomWeights(ElementType::kBF16, s.in * s.out, 9);
+    for (MatMulIsa isa : SupportedIsas()) {
+      const std::vector<float> y0 =
+          RunMatMul(isa, x, s, w, ElementType::kBF16, nullptr);
+      for (ThreadPool* pool : pools) {
+        EXPECT_EQ(y0, RunMatMul(isa, x, s, w, ElementType::kBF16, pool))
+            << Describe(isa, ElementType::kBF16, s, pool->num_threads());
+      }
+    }
+  }
+}
+
+// Every path is one fma chain per output in input order, so they agree bit
+// for bit (a property, not just a tolerance).
+TEST(MatMulTest, AllPathsGiveTheSameBits) {
+  ThreadPool pool(2);
+  const Shape s{19, 333, 101};
+  const std::vector<float> x = RandomFloats(s.tokens * s.in, 21);
+  for (ElementType type : kAllTypes) {
+    const std::vector<uint8_t> w = RandomWeights(type, s.in * s.out, 22);
+    const std::vector<float> scalar =
+        RunMatMul(MatMulIsa::kScalar, x, s, w, type, &pool);
+    for (MatMulIsa isa : SupportedIsas()) {
+      EXPECT_EQ(scalar, RunMatMul(isa, x, s, w, type, &pool))
+          << Describe(isa, type, s, 2);
+    }
+  }
+}
+
+TEST(MatMulTest, UnsupportedPathFallsBackToScalar) {
+  // Whatever the machine, asking for any path gives the reference's answer.
+  const Shape s{3, 20, 9};
+  const std::vector<float> x = RandomFloats(s.tokens * s.in, 4);
+  const std::vector<uint8_t> w =
+      RandomWeights(ElementType::kF32, s.in * s.out, 4);
+  std::vector<float> ref(s.tokens * s.out);
+  reference::MatMul(x.data(), s.tokens, s.in, w.data(), ElementType::kF32,
+                    s.out, ref.data());
+  for (MatMulIsa isa : kAllIsas) {
+    ExpectClose(RunMatMul(isa, x, s, w, ElementType::kF32, nullptr), ref, s,
+                1e-5f, MatMulIsaName(isa));
+  }
+}
+
+}  // namespace
+}  // namespace tributary
