@@ -1,6 +1,6 @@
 # The two README commands live here. Each does all of its own set-up.
-#   make test   install dependencies, build (Release), run every test, then the
-#               sanitizer build of the loader and tokenizer tests
+#   make test   install dependencies, build (Release), run every test, then
+#               build every test again under AddressSanitizer + UBSan and run it
 #   make build  install dependencies and build (Release)
 
 BUILD_DIR ?= build
@@ -19,12 +19,13 @@ build: deps
 test-release: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
-# The loader and tokenizer under AddressSanitizer + UBSan (malformed-file
-# catalog, fuzz regression corpus, tokenizer vectors).
+# Every test under AddressSanitizer + UBSan with leak detection (the
+# malformed-file catalog, the fuzz regression corpus, the tokenizer vectors,
+# the kernels and the decoders); benchmarks are not built.
 test-asan: deps
 	cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-	  -DTRIBUTARY_SANITIZE=ON -DTRIBUTARY_TESTS_ONLY_BASE=ON
+	  -DTRIBUTARY_SANITIZE=ON -DTRIBUTARY_BENCHMARKS=OFF
 	cmake --build $(ASAN_DIR) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS)
 

@@ -8,7 +8,7 @@ pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 find_package(Threads REQUIRED)
 find_package(GTest REQUIRED)
-if(TRIBUTARY_BENCHMARKS AND NOT TRIBUTARY_TESTS_ONLY_BASE)
+if(TRIBUTARY_BENCHMARKS)
   find_package(benchmark REQUIRED)
 endif()
 

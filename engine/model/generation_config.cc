@@ -12,11 +12,7 @@ namespace tributary {
 
 absl::StatusOr<GenerationConfig> ParseGenerationConfig(
     absl::string_view json_text, absl::string_view source) {
-  ASSIGN_OR_RETURN(nlohmann::json root, ParseStrictJson(json_text, source));
-  if (!root.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": top level is ", JsonTypeName(root), ", expected an object"));
-  }
+  ASSIGN_OR_RETURN(nlohmann::json root, ParseStrictJsonObject(json_text, source));
   JsonFieldReader reader(root, std::string(source), "");
   GenerationConfig config;
   ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> eos,

@@ -341,11 +341,7 @@ absl::Status ValidateModelConfig(const ModelConfig& c,
 
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
                                              absl::string_view source) {
-  ASSIGN_OR_RETURN(Json root, ParseStrictJson(json_text, source));
-  if (!root.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": top level is ", JsonTypeName(root), ", expected an object"));
-  }
+  ASSIGN_OR_RETURN(Json root, ParseStrictJsonObject(json_text, source));
   JsonFieldReader top(root, std::string(source), "");
   ASSIGN_OR_RETURN(std::optional<std::string> model_type,
                    top.OptionalString("model_type"));

@@ -20,16 +20,39 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
+// Where the decoder's tensors come from: the one table of names and shapes
+// below (ResolveLayer and its helpers) runs against a checkpoint (Resolver)
+// or only lists what it would read (SpecRecorder).
+class TensorLookup {
+ public:
+  virtual ~TensorLookup() = default;
+  // `formula` explains the expected shape in config terms, e.g.
+  // "[vocab_size, hidden_size]".
+  virtual TensorView Get(const std::string& name, std::vector<int64_t> shape,
+                         absl::string_view formula) = 0;
+};
+
+class SpecRecorder final : public TensorLookup {
+ public:
+  TensorView Get(const std::string& name, std::vector<int64_t> shape,
+                 absl::string_view /*formula*/) override {
+    specs_.push_back({name, std::move(shape)});
+    return TensorView{};
+  }
+  std::vector<TensorSpec> Take() { return std::move(specs_); }
+
+ private:
+  std::vector<TensorSpec> specs_;
+};
+
 // Looks tensors up, checks dtype and shape, and remembers what was used and
 // what was missing so that all missing names can be reported at once.
-class Resolver {
+class Resolver final : public TensorLookup {
  public:
   explicit Resolver(const TensorStore& store) : store_(store) {}
 
-  // `formula` explains the expected shape in config terms, e.g.
-  // "[vocab_size, hidden_size]".
   TensorView Get(const std::string& name, std::vector<int64_t> shape,
-                 absl::string_view formula) {
+                 absl::string_view formula) override {
     const TensorView* view = store_.Find(name);
     if (view == nullptr) {
       missing_.push_back(name);
@@ -64,7 +87,7 @@ class Resolver {
 };
 
 AttentionWeights ResolveAttention(const ModelConfig& c, const std::string& p,
-                                  Resolver& r) {
+                                  TensorLookup& r) {
   const int64_t d = c.hidden_size;
   AttentionWeights w;
   w.q_proj = r.Get(p + "self_attn.q_proj.weight", {c.q_proj_rows(), d},
@@ -83,7 +106,7 @@ AttentionWeights ResolveAttention(const ModelConfig& c, const std::string& p,
 
 LinearAttentionWeights ResolveLinearAttention(const ModelConfig& c,
                                               const std::string& p,
-                                              Resolver& r) {
+                                              TensorLookup& r) {
   const int64_t d = c.hidden_size;
   const int64_t hv = c.linear_num_value_heads;
   constexpr absl::string_view kConvDim =
@@ -113,7 +136,8 @@ LinearAttentionWeights ResolveLinearAttention(const ModelConfig& c,
   return w;
 }
 
-LayerWeights ResolveLayer(const ModelConfig& c, int64_t index, Resolver& r) {
+LayerWeights ResolveLayer(const ModelConfig& c, int64_t index,
+                          TensorLookup& r) {
   const std::string p =
       absl::StrCat(c.weights_prefix(), "layers.", index, ".");
   const int64_t d = c.hidden_size;
@@ -165,6 +189,20 @@ absl::Status MissingError(const ModelConfig& c, const TensorStore& store,
 }
 
 }  // namespace
+
+std::vector<TensorSpec> DecoderTensorSpecs(const ModelConfig& c) {
+  SpecRecorder r;
+  const std::string prefix = c.weights_prefix();
+  r.Get(prefix + "embed_tokens.weight", {c.vocab_size, c.hidden_size}, "");
+  for (int64_t i = 0; i < static_cast<int64_t>(c.layer_types.size()); ++i) {
+    ResolveLayer(c, i, r);
+  }
+  r.Get(prefix + "norm.weight", {c.hidden_size}, "");
+  if (!c.tie_word_embeddings) {
+    r.Get(std::string(kLmHeadName), {c.vocab_size, c.hidden_size}, "");
+  }
+  return r.Take();
+}
 
 absl::StatusOr<ModelWeights> ResolveModelWeights(const ModelConfig& c,
                                                  const TensorStore& store) {

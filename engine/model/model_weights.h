@@ -67,6 +67,18 @@ struct ModelWeights {
   std::vector<std::string> warnings;
 };
 
+// A tensor the decoder reads: its checkpoint name and shape.
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+// Every tensor the decoder reads for `config`, in load order (embedding,
+// layers, final norm, then lm_head unless the embeddings are tied): the same
+// table ResolveModelWeights checks a checkpoint against. For writing
+// checkpoints (synthetic models).
+std::vector<TensorSpec> DecoderTensorSpecs(const ModelConfig& config);
+
 // Resolves every tensor the decoder needs under config.weights_prefix().
 // Every needed tensor must exist (else INVALID_ARGUMENT listing up to 10
 // missing names and the count), have dtype BF16, F16 or F32, and have the

@@ -17,11 +17,7 @@ std::vector<std::string> SafetensorsIndex::ShardFileNames() const {
 
 absl::StatusOr<SafetensorsIndex> ParseSafetensorsIndex(
     absl::string_view text, absl::string_view source) {
-  ASSIGN_OR_RETURN(nlohmann::json root, ParseStrictJson(text, source));
-  if (!root.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": top level is ", JsonTypeName(root), ", expected an object"));
-  }
+  ASSIGN_OR_RETURN(nlohmann::json root, ParseStrictJsonObject(text, source));
   SafetensorsIndex index;
   auto metadata = root.find("metadata");
   if (metadata != root.end() && metadata->is_object()) {

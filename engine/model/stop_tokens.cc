@@ -41,11 +41,7 @@ StopTokens ResolveStopTokens(
 
 absl::StatusOr<std::optional<std::string>> ParseTokenizerConfigEosToken(
     absl::string_view json_text, absl::string_view source) {
-  ASSIGN_OR_RETURN(nlohmann::json root, ParseStrictJson(json_text, source));
-  if (!root.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": top level is ", JsonTypeName(root), ", expected an object"));
-  }
+  ASSIGN_OR_RETURN(nlohmann::json root, ParseStrictJsonObject(json_text, source));
   JsonFieldReader reader(root, std::string(source), "");
   if (!reader.Has("eos_token")) return std::optional<std::string>();
   const nlohmann::json& eos = *root.find("eos_token");

@@ -184,4 +184,14 @@ absl::string_view JsonTypeName(const nlohmann::json& value) {
   return "unknown";
 }
 
+absl::StatusOr<nlohmann::json> ParseStrictJsonObject(absl::string_view text,
+                                                     absl::string_view source) {
+  absl::StatusOr<nlohmann::json> root = ParseStrictJson(text, source);
+  if (root.ok() && !root->is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": top level is ", JsonTypeName(*root), ", expected an object"));
+  }
+  return root;
+}
+
 }  // namespace tributary

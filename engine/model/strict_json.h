@@ -29,6 +29,11 @@ absl::StatusOr<nlohmann::json> ParseStrictJson(
     absl::string_view text, absl::string_view source,
     int max_depth = kDefaultMaxJsonDepth);
 
+// ParseStrictJson, and the value must be an object (the top level of
+// config.json, generation_config.json, an index, ...).
+absl::StatusOr<nlohmann::json> ParseStrictJsonObject(absl::string_view text,
+                                                     absl::string_view source);
+
 // A short human-readable name of a JSON value's type ("a string",
 // "an integer", ...), for error messages.
 absl::string_view JsonTypeName(const nlohmann::json& value);

@@ -1,0 +1,502 @@
+#include "engine/model/hybrid_decoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/base/status_macros.h"
+
+namespace tributary {
+namespace {
+
+// A view of the same memory with another shape (same element count).
+Tensor View(const Tensor& t, const Shape& shape) {
+  Tensor v = t;
+  v.shape = shape;
+  return v;
+}
+
+// Rows [begin, begin + count) of the outermost dimension.
+Tensor Rows(const Tensor& t, int64_t begin, int64_t count) {
+  Tensor v = t;
+  const size_t row_bytes = t.size_bytes() / t.shape[0];
+  v.data = static_cast<char*>(t.data) + begin * row_bytes;
+  v.shape.dims[0] = count;
+  return v;
+}
+
+absl::StatusOr<ElementType> ComputeTypeOf(const TensorView& view) {
+  switch (view.dtype) {
+    case DType::kBF16:
+      return ElementType::kBF16;
+    case DType::kF16:
+      return ElementType::kF16;
+    case DType::kF32:
+      return ElementType::kF32;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          view.name, ": dtype ", DTypeName(view.dtype), " is not a weight type"));
+  }
+}
+
+}  // namespace
+
+absl::Status CacheConfig::Validate() const {
+  if (num_kv_blocks < 0 || num_kv_blocks > (int64_t{1} << 31) - 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_kv_blocks = ", num_kv_blocks, " must be in [0, 2^31)"));
+  }
+  if (kv_block_size < 1 || kv_block_size > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kv_block_size = ", kv_block_size, " must be in [1, 4096]"));
+  }
+  if (num_state_slots < 1 || num_state_slots > 65536) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_state_slots = ", num_state_slots, " must be in [1, 65536]"));
+  }
+  return absl::OkStatus();
+}
+
+struct HybridDecoder::AttentionLayer {
+  Tensor q_proj, k_proj, v_proj, o_proj, q_norm, k_norm;
+  Tensor k_pool, v_pool;  // [blocks, block_size, Hkv, head_dim]
+};
+
+struct HybridDecoder::LinearLayer {
+  Tensor in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, conv1d, dt_bias, a_log,
+      norm, out_proj;
+  Tensor window_pool;  // [slots, kernel − 1, conv_dim]
+  Tensor state_pool;   // [slots, Hv, dk, dv]
+};
+
+struct HybridDecoder::Layer {
+  LayerKind kind;
+  Tensor input_layernorm, post_attention_layernorm;
+  Tensor gate_proj, up_proj, down_proj;
+  AttentionLayer attention;
+  LinearLayer linear;
+};
+
+// The activations of one step, [T, ·] each, freed when the step ends.
+struct HybridDecoder::Step {
+  int64_t num_tokens = 0;
+  Tensor stream, normed, update;
+  Tensor stats;  // [2L, T, columns] or empty
+  // Scratch shared by the layers (sized for the largest use).
+  Tensor wide_a, wide_b, wide_c;  // [T, max projection width]
+  Tensor small_a, small_b, small_c, small_d;
+};
+
+HybridDecoder::HybridDecoder(const ModelConfig& config, Backend* backend,
+                             const CacheConfig& cache_config)
+    : config_(&config), backend_(backend), cache_config_(cache_config) {}
+
+HybridDecoder::~HybridDecoder() {
+  for (Tensor& t : owned_) backend_->Free(t);
+}
+
+absl::StatusOr<std::unique_ptr<HybridDecoder>> HybridDecoder::Create(
+    const ModelConfig& config, const ModelWeights& weights, Backend* backend,
+    const CacheConfig& cache_config) {
+  RETURN_IF_ERROR(cache_config.Validate());
+  if (static_cast<int64_t>(weights.layers.size()) != config.num_hidden_layers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("weights have ", weights.layers.size(),
+                     " layers, config has ", config.num_hidden_layers));
+  }
+  std::unique_ptr<HybridDecoder> decoder(
+      new HybridDecoder(config, backend, cache_config));
+  RETURN_IF_ERROR(decoder->ImportWeights(weights));
+  RETURN_IF_ERROR(decoder->AllocateCaches());
+  return decoder;
+}
+
+absl::StatusOr<Tensor> HybridDecoder::Import(const TensorView& view,
+                                             const Shape& shape) {
+  ASSIGN_OR_RETURN(ElementType type, ComputeTypeOf(view));
+  if (shape.num_elements() != view.num_elements()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(view.name, ": ", view.num_elements(),
+                     " elements, expected shape ", shape.ToString()));
+  }
+  ASSIGN_OR_RETURN(Tensor t, backend_->ImportWeight(view.data, type, shape));
+  owned_.push_back(t);
+  return t;
+}
+
+absl::Status HybridDecoder::ImportWeights(const ModelWeights& w) {
+  const ModelConfig& c = *config_;
+  auto matrix = [&](const TensorView& v) {
+    return Import(v, Shape{v.shape[0], v.shape[1]});
+  };
+  auto vector = [&](const TensorView& v) {
+    return Import(v, Shape{v.num_elements()});
+  };
+  ASSIGN_OR_RETURN(embed_tokens_, matrix(w.embed_tokens));
+  ASSIGN_OR_RETURN(final_norm_, vector(w.final_norm));
+  ASSIGN_OR_RETURN(lm_head_, matrix(w.lm_head));
+  layers_.resize(w.layers.size());
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    const LayerWeights& lw = w.layers[i];
+    Layer& layer = layers_[i];
+    layer.kind = c.layer_types[i];
+    ASSIGN_OR_RETURN(layer.input_layernorm, vector(lw.input_layernorm));
+    ASSIGN_OR_RETURN(layer.post_attention_layernorm,
+                     vector(lw.post_attention_layernorm));
+    ASSIGN_OR_RETURN(layer.gate_proj, matrix(lw.mlp.gate_proj));
+    ASSIGN_OR_RETURN(layer.up_proj, matrix(lw.mlp.up_proj));
+    ASSIGN_OR_RETURN(layer.down_proj, matrix(lw.mlp.down_proj));
+    if (layer.kind == LayerKind::kFullAttention) {
+      const AttentionWeights& a = *lw.attention;
+      AttentionLayer& al = layer.attention;
+      ASSIGN_OR_RETURN(al.q_proj, matrix(a.q_proj));
+      ASSIGN_OR_RETURN(al.k_proj, matrix(a.k_proj));
+      ASSIGN_OR_RETURN(al.v_proj, matrix(a.v_proj));
+      ASSIGN_OR_RETURN(al.o_proj, matrix(a.o_proj));
+      ASSIGN_OR_RETURN(al.q_norm, vector(a.q_norm));
+      ASSIGN_OR_RETURN(al.k_norm, vector(a.k_norm));
+    } else {
+      const LinearAttentionWeights& g = *lw.linear_attention;
+      LinearLayer& ll = layer.linear;
+      ASSIGN_OR_RETURN(ll.in_proj_qkv, matrix(g.in_proj_qkv));
+      ASSIGN_OR_RETURN(ll.in_proj_z, matrix(g.in_proj_z));
+      ASSIGN_OR_RETURN(ll.in_proj_b, matrix(g.in_proj_b));
+      ASSIGN_OR_RETURN(ll.in_proj_a, matrix(g.in_proj_a));
+      // [conv_dim, 1, kernel] is stored as [conv_dim, kernel].
+      ASSIGN_OR_RETURN(ll.conv1d,
+                       Import(g.conv1d, Shape{c.linear_conv_dim(),
+                                              c.linear_conv_kernel_dim}));
+      ASSIGN_OR_RETURN(ll.dt_bias, vector(g.dt_bias));
+      ASSIGN_OR_RETURN(ll.a_log, vector(g.a_log));
+      ASSIGN_OR_RETURN(ll.norm, vector(g.norm));
+      ASSIGN_OR_RETURN(ll.out_proj, matrix(g.out_proj));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HybridDecoder::AllocateCaches() {
+  const ModelConfig& c = *config_;
+  const CacheConfig& cc = cache_config_;
+  const ElementType f32 = ElementType::kF32;
+  for (Layer& layer : layers_) {
+    if (layer.kind == LayerKind::kFullAttention) {
+      const Shape pool{cc.num_kv_blocks, cc.kv_block_size,
+                       c.num_key_value_heads, c.head_dim};
+      ASSIGN_OR_RETURN(layer.attention.k_pool,
+                       backend_->Allocate(backend_->activation_type(), pool));
+      owned_.push_back(layer.attention.k_pool);
+      ASSIGN_OR_RETURN(layer.attention.v_pool,
+                       backend_->Allocate(backend_->activation_type(), pool));
+      owned_.push_back(layer.attention.v_pool);
+    } else {
+      ASSIGN_OR_RETURN(
+          layer.linear.window_pool,
+          backend_->Allocate(backend_->activation_type(),
+                             Shape{cc.num_state_slots,
+                                   c.linear_conv_kernel_dim - 1,
+                                   c.linear_conv_dim()}));
+      owned_.push_back(layer.linear.window_pool);
+      ASSIGN_OR_RETURN(
+          layer.linear.state_pool,
+          backend_->Allocate(f32, Shape{cc.num_state_slots,
+                                        c.linear_num_value_heads,
+                                        c.linear_key_head_dim,
+                                        c.linear_value_head_dim}));
+      owned_.push_back(layer.linear.state_pool);
+      backend_->Zero(layer.linear.window_pool);
+      backend_->Zero(layer.linear.state_pool);
+    }
+  }
+  return backend_->Synchronize();
+}
+
+absl::Status HybridDecoder::ResetStateSlot(int32_t slot) {
+  if (slot < 0 || slot >= cache_config_.num_state_slots) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("state slot ", slot, " is outside [0, ",
+                     cache_config_.num_state_slots, ")"));
+  }
+  for (Layer& layer : layers_) {
+    if (layer.kind == LayerKind::kLinearAttention) {
+      backend_->ZeroRows(layer.linear.window_pool, slot, slot + 1);
+      backend_->ZeroRows(layer.linear.state_pool, slot, slot + 1);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HybridDecoder::CheckLayout(const BatchLayout& layout,
+                                        absl::Span<const int32_t> ids) const {
+  if (layout.sequences.empty()) {
+    return absl::InvalidArgumentError("a step needs at least one sequence");
+  }
+  int64_t next_row = 0;
+  std::set<int32_t> slots;
+  for (size_t i = 0; i < layout.sequences.size(); ++i) {
+    const SequenceSlice& s = layout.sequences[i];
+    const std::string where = absl::StrCat("sequence ", i, ": ");
+    if (s.num_tokens < 1 || s.token_offset != next_row) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, "rows must be contiguous and non-empty (token_offset ",
+          s.token_offset, ", num_tokens ", s.num_tokens, ")"));
+    }
+    next_row += s.num_tokens;
+    if (s.first_position < 0 ||
+        s.first_position + s.num_tokens > (int64_t{1} << 31) - 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, "first_position ", s.first_position, " out of range"));
+    }
+    if (s.state_slot < 0 || s.state_slot >= cache_config_.num_state_slots) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, "state slot ", s.state_slot, " is outside [0, ",
+                       cache_config_.num_state_slots, ")"));
+    }
+    if (!slots.insert(s.state_slot).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, "state slot ", s.state_slot, " is used by two sequences"));
+    }
+    if (config_->num_full_attention_layers() > 0) {
+      const int64_t positions = s.first_position + s.num_tokens;
+      const int64_t blocks_needed =
+          (positions + cache_config_.kv_block_size - 1) / cache_config_.kv_block_size;
+      if (static_cast<int64_t>(s.block_table.size()) < blocks_needed) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, "block table has ", s.block_table.size(), " blocks, ",
+            blocks_needed, " needed for ", positions, " positions"));
+      }
+      for (int32_t b : s.block_table) {
+        if (b < 0 || b >= cache_config_.num_kv_blocks) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              where, "KV block ", b, " is outside [0, ",
+              cache_config_.num_kv_blocks, ")"));
+        }
+      }
+    }
+  }
+  if (next_row != static_cast<int64_t>(ids.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "layout covers ", next_row, " tokens, ", ids.size(), " ids given"));
+  }
+  for (int32_t id : ids) {
+    if (id < 0 || id >= config_->vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "token id ", id, " is outside the vocabulary [0, ",
+          config_->vocab_size, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
+    const BatchLayout& layout, absl::Span<const int32_t> ids,
+    const ForwardOptions& options) {
+  RETURN_IF_ERROR(CheckLayout(layout, ids));
+  const ModelConfig& c = *config_;
+  const int64_t num_tokens = static_cast<int64_t>(ids.size());
+  const int64_t hidden = c.hidden_size;
+  const int64_t num_sublayers = 2 * c.num_hidden_layers;
+  const ElementType act = backend_->activation_type();
+
+  // Step activations, freed on every path out of this function.
+  std::vector<Tensor> scratch;
+  struct FreeScratch {
+    Backend* backend;
+    std::vector<Tensor>* tensors;
+    ~FreeScratch() {
+      for (Tensor& t : *tensors) backend->Free(t);
+    }
+  } free_scratch{backend_, &scratch};
+  auto allocate = [&](ElementType type, const Shape& shape) -> absl::StatusOr<Tensor> {
+    ASSIGN_OR_RETURN(Tensor t, backend_->Allocate(type, shape));
+    scratch.push_back(t);
+    return t;
+  };
+
+  // The widest per-token activation of any sublayer.
+  int64_t wide = std::max({hidden, c.intermediate_size});
+  if (c.num_full_attention_layers() > 0) {
+    wide = std::max({wide, c.q_proj_rows(), c.kv_proj_rows()});
+  }
+  if (c.num_linear_attention_layers() > 0) {
+    wide = std::max({wide, c.linear_conv_dim(), c.linear_value_dim()});
+  }
+  Step step;
+  step.num_tokens = num_tokens;
+  ASSIGN_OR_RETURN(step.stream, allocate(act, Shape{num_tokens, hidden}));
+  ASSIGN_OR_RETURN(step.normed, allocate(act, Shape{num_tokens, hidden}));
+  ASSIGN_OR_RETURN(step.update, allocate(act, Shape{num_tokens, hidden}));
+  ASSIGN_OR_RETURN(step.wide_a, allocate(act, Shape{num_tokens, wide}));
+  ASSIGN_OR_RETURN(step.wide_b, allocate(act, Shape{num_tokens, wide}));
+  ASSIGN_OR_RETURN(step.wide_c, allocate(act, Shape{num_tokens, wide}));
+  ASSIGN_OR_RETURN(step.small_a, allocate(act, Shape{num_tokens, wide}));
+  ASSIGN_OR_RETURN(step.small_b, allocate(act, Shape{num_tokens, wide}));
+  ASSIGN_OR_RETURN(step.small_c, allocate(act, Shape{num_tokens, wide}));
+  ASSIGN_OR_RETURN(step.small_d, allocate(act, Shape{num_tokens, wide}));
+  if (options.residual_stats) {
+    ASSIGN_OR_RETURN(step.stats, allocate(ElementType::kF32,
+                                          Shape{num_sublayers, num_tokens,
+                                                kResidualStatsColumns}));
+  }
+  ASSIGN_OR_RETURN(Tensor ids_tensor,
+                   allocate(ElementType::kI32, Shape{num_tokens}));
+  RETURN_IF_ERROR(backend_->CopyFromHost(ids.data(), ids_tensor));
+  RETURN_IF_ERROR(backend_->SetBatchLayout(layout));
+
+  backend_->EmbeddingGather(ids_tensor, embed_tokens_, step.stream);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const Layer& layer = layers_[l];
+    for (int sub = 0; sub < 2; ++sub) {
+      const bool is_ffn = sub == 1;
+      backend_->RmsNorm(step.stream,
+                        is_ffn ? layer.post_attention_layernorm
+                               : layer.input_layernorm,
+                        eps, step.normed);
+      if (is_ffn) {
+        RunMlp(layer, step);
+      } else if (layer.kind == LayerKind::kLinearAttention) {
+        RunLinearAttention(layer, step);
+      } else {
+        RunAttention(layer, step);
+      }
+      Tensor stats;
+      if (options.residual_stats) {
+        stats = Rows(step.stats, 2 * l + sub, 1);
+        stats.shape = Shape{num_tokens, kResidualStatsColumns};
+      }
+      backend_->ResidualAdd(step.stream, step.update, stats);
+    }
+  }
+
+  ForwardOutput output;
+  if (options.logits_for_all_tokens) {
+    for (int64_t t = 0; t < num_tokens; ++t) output.logit_rows.push_back(t);
+  } else {
+    for (const SequenceSlice& s : layout.sequences) {
+      output.logit_rows.push_back(s.token_offset + s.num_tokens - 1);
+    }
+  }
+  const int64_t num_rows = static_cast<int64_t>(output.logit_rows.size());
+  std::vector<int32_t> rows32(output.logit_rows.begin(), output.logit_rows.end());
+  ASSIGN_OR_RETURN(Tensor rows_tensor, allocate(ElementType::kI32, Shape{num_rows}));
+  RETURN_IF_ERROR(backend_->CopyFromHost(rows32.data(), rows_tensor));
+  Tensor selected = View(step.normed, Shape{num_rows, hidden});
+  backend_->GatherRows(step.stream, rows_tensor, selected);
+  backend_->RmsNorm(selected, final_norm_, eps, selected);
+  ASSIGN_OR_RETURN(Tensor logits,
+                   allocate(ElementType::kF32, Shape{num_rows, c.vocab_size}));
+  backend_->MatMul(selected, lm_head_, logits);
+
+  output.logits.resize(static_cast<size_t>(num_rows * c.vocab_size));
+  RETURN_IF_ERROR(backend_->CopyToHost(logits, output.logits.data()));
+  if (options.residual_stats) {
+    output.residual_stats.resize(
+        static_cast<size_t>(num_sublayers * num_tokens * kResidualStatsColumns));
+    RETURN_IF_ERROR(backend_->CopyToHost(step.stats, output.residual_stats.data()));
+    // The stream entering the final norm is the last sublayer's sum.
+    output.final_stream_norm.resize(static_cast<size_t>(num_tokens));
+    const float* last = output.residual_stats.data() +
+                        (num_sublayers - 1) * num_tokens * kResidualStatsColumns;
+    for (int64_t t = 0; t < num_tokens; ++t) {
+      output.final_stream_norm[t] = last[t * kResidualStatsColumns + kStatSumNorm];
+    }
+  }
+  RETURN_IF_ERROR(backend_->Synchronize());
+  return output;
+}
+
+void HybridDecoder::RunLinearAttention(const Layer& layer, Step& step) {
+  const ModelConfig& c = *config_;
+  const LinearLayer& w = layer.linear;
+  const int64_t t = step.num_tokens;
+  const int64_t hk = c.linear_num_key_heads, hv = c.linear_num_value_heads;
+  const int64_t dk = c.linear_key_head_dim, dv = c.linear_value_head_dim;
+  const int64_t key_dim = c.linear_key_dim(), value_dim = c.linear_value_dim();
+
+  Tensor mixed = View(step.wide_a, Shape{t, c.linear_conv_dim()});
+  Tensor conv_out = View(step.wide_b, Shape{t, c.linear_conv_dim()});
+  Tensor z = View(step.wide_c, Shape{t, value_dim});
+  Tensor b = View(step.small_a, Shape{t, hv});
+  Tensor a = View(step.small_b, Shape{t, hv});
+  backend_->MatMul(step.normed, w.in_proj_qkv, mixed);
+  backend_->MatMul(step.normed, w.in_proj_z, z);
+  backend_->MatMul(step.normed, w.in_proj_b, b);
+  backend_->MatMul(step.normed, w.in_proj_a, a);
+  backend_->CausalConv1dSilu(mixed, w.conv1d, w.window_pool, conv_out);
+
+  // Split the conv output [q | k | v] (mixed is free again: reuse it).
+  Tensor q = View(step.wide_a, Shape{t, key_dim});
+  Tensor k = View(step.small_c, Shape{t, key_dim});
+  Tensor v = View(step.small_d, Shape{t, value_dim});
+  backend_->CopyColumns(conv_out, 0, q);
+  backend_->CopyColumns(conv_out, key_dim, k);
+  backend_->CopyColumns(conv_out, 2 * key_dim, v);
+  backend_->L2NormRows(q, dk, 1.0f / std::sqrt(static_cast<float>(dk)));
+  backend_->L2NormRows(k, dk, 1.0f);
+
+  // g and beta [T, Hv] go into the conv output's buffer, consumed by the
+  // splits above.
+  Tensor g = View(step.wide_b, Shape{t, hv});
+  Tensor beta = Rows(View(step.wide_b, Shape{2 * t, hv}), t, t);
+  backend_->GdnGates(a, b, w.a_log, w.dt_bias, g, beta);
+
+  Tensor core = View(step.small_a, Shape{t, hv, dv});
+  backend_->GatedDeltaRule(View(q, Shape{t, hk, dk}), View(k, Shape{t, hk, dk}),
+                           View(v, Shape{t, hv, dv}), g, beta, w.state_pool,
+                           core);
+  Tensor gated = View(step.small_b, Shape{t, value_dim});
+  backend_->GatedRmsNorm(core, z, w.norm, static_cast<float>(c.rms_norm_eps),
+                         gated);
+  backend_->MatMul(gated, w.out_proj, step.update);
+}
+
+void HybridDecoder::RunAttention(const Layer& layer, Step& step) {
+  const ModelConfig& c = *config_;
+  const AttentionLayer& w = layer.attention;
+  const int64_t t = step.num_tokens;
+  const int64_t heads = c.num_attention_heads, kv_heads = c.num_key_value_heads;
+  const int64_t d = c.head_dim;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+
+  Tensor q_and_gate = View(step.wide_a, Shape{t, c.q_proj_rows()});
+  Tensor k = View(step.wide_b, Shape{t, c.kv_proj_rows()});
+  Tensor v = View(step.wide_c, Shape{t, c.kv_proj_rows()});
+  backend_->MatMul(step.normed, w.q_proj, q_and_gate);
+  backend_->MatMul(step.normed, w.k_proj, k);
+  backend_->MatMul(step.normed, w.v_proj, v);
+  // Per head: d query rows, then d gate rows (model-spec §3.1).
+  Tensor per_head = View(q_and_gate, Shape{t * heads, 2 * d});
+  Tensor q = View(step.small_a, Shape{t * heads, d});
+  Tensor gate = View(step.small_b, Shape{t * heads, d});
+  backend_->CopyColumns(per_head, 0, q);
+  backend_->CopyColumns(per_head, d, gate);
+  backend_->RmsNorm(q, w.q_norm, eps, q);
+  backend_->RmsNorm(k, w.k_norm, eps, k);
+  backend_->Rope(View(q, Shape{t, heads, d}), c.rotary_dim(),
+                 static_cast<float>(c.rope_theta));
+  backend_->Rope(View(k, Shape{t, kv_heads, d}), c.rotary_dim(),
+                 static_cast<float>(c.rope_theta));
+  backend_->WriteKv(View(k, Shape{t, kv_heads, d}), View(v, Shape{t, kv_heads, d}),
+                    w.k_pool, w.v_pool);
+  Tensor attended = View(step.small_c, Shape{t, heads, d});
+  backend_->PagedAttention(View(q, Shape{t, heads, d}), w.k_pool, w.v_pool,
+                           static_cast<float>(c.attention_scale()), attended);
+  backend_->SigmoidGate(attended, gate);
+  backend_->MatMul(View(attended, Shape{t, heads * d}), w.o_proj, step.update);
+}
+
+void HybridDecoder::RunMlp(const Layer& layer, Step& step) {
+  const int64_t t = step.num_tokens;
+  Tensor gate = View(step.wide_a, Shape{t, config_->intermediate_size});
+  Tensor up = View(step.wide_b, Shape{t, config_->intermediate_size});
+  backend_->MatMul(step.normed, layer.gate_proj, gate);
+  backend_->MatMul(step.normed, layer.up_proj, up);
+  backend_->SwiGlu(gate, up, gate);
+  backend_->MatMul(gate, layer.down_proj, step.update);
+}
+
+}  // namespace tributary

@@ -1,0 +1,115 @@
+// The hybrid decoder (model-spec.md §2–§5) as calls on a Backend: one forward
+// runs a batch of sequences, each with some new tokens (a prefill chunk or
+// one decode token), on paged KV storage (attention layers) and GDN state
+// slots (linear-attention layers), and computes the residual statistics of
+// every sublayer (design.md §4) inside the forward, fused with the residual
+// adds, unless they are switched off.
+//
+// The caches have a fixed capacity (CacheConfig). Which blocks and slots a
+// sequence gets is the scheduler's business: the decoder only checks that a
+// step's layout stays inside the capacity.
+//
+// Thread safety: one thread at a time (the engine thread).
+#ifndef TRIBUTARY_ENGINE_MODEL_HYBRID_DECODER_H_
+#define TRIBUTARY_ENGINE_MODEL_HYBRID_DECODER_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "engine/backend/backend.h"
+#include "engine/model/model_config.h"
+#include "engine/model/model_weights.h"
+
+namespace tributary {
+
+struct CacheConfig {
+  int64_t num_kv_blocks = 0;   // blocks in each attention layer's pool
+  int64_t kv_block_size = 16;  // tokens per block
+  int64_t num_state_slots = 0; // sequences that can hold GDN state at once
+
+  absl::Status Validate() const;
+};
+
+struct ForwardOptions {
+  // Compute the per-token residual statistics of every sublayer.
+  bool residual_stats = true;
+  // Logits for every new token (the dump); otherwise only for the last new
+  // token of each sequence.
+  bool logits_for_all_tokens = false;
+};
+
+struct ForwardOutput {
+  // Step rows (token indexes in the batch) that have logits, in order.
+  std::vector<int64_t> logit_rows;
+  // [logit_rows.size(), vocab_size], raw f32.
+  std::vector<float> logits;
+  // [2 · num_layers, num_tokens, kResidualStatsColumns] (backend.h): layer l's
+  // mixer is entry 2l, its ffn 2l + 1. Empty when switched off.
+  std::vector<float> residual_stats;
+  // ‖x‖ of the stream entering the final norm, [num_tokens]; empty when the
+  // residual statistics are off.
+  std::vector<float> final_stream_norm;
+};
+
+class HybridDecoder {
+ public:
+  // Imports the weights into `backend` (aliased on the CPU) and allocates the
+  // caches. `config`, `weights` (and the memory they view) and `backend` must
+  // outlive the decoder.
+  static absl::StatusOr<std::unique_ptr<HybridDecoder>> Create(
+      const ModelConfig& config, const ModelWeights& weights, Backend* backend,
+      const CacheConfig& cache_config);
+  ~HybridDecoder();
+
+  HybridDecoder(const HybridDecoder&) = delete;
+  HybridDecoder& operator=(const HybridDecoder&) = delete;
+
+  // Zeroes a state slot's conv windows and recurrent states in every GDN
+  // layer; call before a new sequence uses the slot.
+  absl::Status ResetStateSlot(int32_t slot);
+
+  // Runs one step. `ids` are the step's new tokens in layout order. The
+  // layout is checked first (contiguous rows covering ids, slots and blocks
+  // in range, block tables covering the positions, distinct state slots,
+  // ids in the vocabulary); on error nothing has changed.
+  absl::StatusOr<ForwardOutput> Forward(const BatchLayout& layout,
+                                        absl::Span<const int32_t> ids,
+                                        const ForwardOptions& options);
+
+  const ModelConfig& config() const { return *config_; }
+  const CacheConfig& cache_config() const { return cache_config_; }
+
+ private:
+  struct AttentionLayer;
+  struct LinearLayer;
+  struct Layer;
+  struct Step;
+
+  HybridDecoder(const ModelConfig& config, Backend* backend,
+                const CacheConfig& cache_config);
+  absl::Status ImportWeights(const ModelWeights& weights);
+  absl::Status AllocateCaches();
+  absl::Status CheckLayout(const BatchLayout& layout,
+                           absl::Span<const int32_t> ids) const;
+  absl::StatusOr<Tensor> Import(const TensorView& view, const Shape& shape);
+
+  void RunLinearAttention(const Layer& layer, Step& step);
+  void RunAttention(const Layer& layer, Step& step);
+  void RunMlp(const Layer& layer, Step& step);
+
+  const ModelConfig* config_;
+  Backend* backend_;
+  CacheConfig cache_config_;
+  Tensor embed_tokens_;
+  Tensor final_norm_;
+  Tensor lm_head_;
+  std::vector<Layer> layers_;
+  std::vector<Tensor> owned_;  // every tensor to Free() at destruction
+};
+
+}  // namespace tributary
+
+#endif  // TRIBUTARY_ENGINE_MODEL_HYBRID_DECODER_H_

@@ -1,0 +1,116 @@
+// tributary-run end to end: its --dump of a fixture prompt matches the
+// transformers reference in the reference's own layout (so the dump format
+// and the fixture format stay one format), its stdout is the generated text
+// only, and bad input exits 1 with one line on stderr.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "../model/fixture_reference.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
+
+namespace tributary {
+namespace {
+
+using namespace testing_fixtures;  // NOLINT: test-local helpers
+
+struct Result {
+  int exit_code;
+  std::string out, err;
+};
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+Result RunTool(const std::string& arguments) {
+  const std::string out = testing::TempDir() + "/run_cli_stdout.txt";
+  const std::string err = testing::TempDir() + "/run_cli_stderr.txt";
+  const std::string command = absl::StrCat(TRIBUTARY_RUN_BINARY, " ", arguments,
+                                           " >", out, " 2>", err);
+  const int status = std::system(command.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadAll(out), ReadAll(err)};
+}
+
+TEST(RunCliTest, DumpMatchesTheFixtureReference) {
+  const std::string dir = FixtureModelDirs().front();
+  const std::vector<FixtureDump> dumps = ReadFixture(dir + "/reference.json");
+  ASSERT_FALSE(dumps.empty());
+  const FixtureDump& ref = dumps.back();
+  const std::string path = testing::TempDir() + "/run_cli_dump.json";
+  const Result r = RunTool(absl::StrCat(
+      "--model ", dir, " --prompt-ids ", absl::StrJoin(ref.prompt_ids, ","),
+      " --max-new-tokens ", ref.generated_ids.size(),
+      " --ignore-eos --threads 1 --dump ", path));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(path);
+  const nlohmann::json dump = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_FALSE(dump.is_discarded());
+  EXPECT_EQ(dump["prompt_ids"].get<std::vector<int32_t>>(), ref.prompt_ids);
+
+  PrefillResult result;
+  for (const auto& row : dump["logits"]) {
+    for (double x : row) result.logits.push_back(static_cast<float>(x));
+  }
+  for (const auto& entry : dump["residual"]) {
+    std::vector<std::array<double, 3>> per_token;
+    for (size_t t = 0; t < entry["stream_norm"].size(); ++t) {
+      per_token.push_back({entry["stream_norm"][t].get<double>(),
+                           entry["update_norm"][t].get<double>(),
+                           entry["sum_norm"][t].get<double>()});
+    }
+    result.norms.push_back(std::move(per_token));
+  }
+  result.final_stream_norm = dump["final_stream_norm"].get<std::vector<double>>();
+  const int64_t vocab = static_cast<int64_t>(ref.logits.front().size());
+  ExpectPrefillMatches(ref, result, vocab, 1e-4, "tributary-run --dump");
+
+  // Greedy ids: equal wherever the reference is not a near-tie; stdout holds
+  // the ids (the fixture models have no tokenizer).
+  const std::vector<int32_t> generated =
+      dump["generated_ids"].get<std::vector<int32_t>>();
+  ASSERT_EQ(generated.size(), ref.generated_ids.size());
+  EXPECT_EQ(generated.front(), ref.generated_ids.front());
+  std::string expected_stdout;
+  for (int32_t id : generated) absl::StrAppend(&expected_stdout, id, " ");
+  EXPECT_EQ(r.out, expected_stdout + "\n");
+}
+
+TEST(RunCliTest, DefaultModelPrintsOnlyTheGeneratedText) {
+  const Result r = RunTool(absl::StrCat(
+      "--model ", SourcePath("models/tiny-shakespeare"),
+      " --prompt 'ROMEO:' --max-new-tokens 12 --ignore-eos"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(r.out.empty());
+  EXPECT_EQ(r.out.find("loading"), std::string::npos);  // diagnostics on stderr
+  EXPECT_NE(r.err.find("loading model"), std::string::npos);
+}
+
+TEST(RunCliTest, BadInputExitsOneWithOneLine) {
+  const std::string model = " --model " + SourcePath("models/tiny-shakespeare");
+  for (const std::string& args :
+       {std::string("--prompt-ids 1,x") + model,
+        std::string("--prompt-ids 1,999999") + model,
+        std::string("--prompt a --prompt-ids 1") + model,
+        std::string("--bogus") + model,
+        std::string("--max-new-tokens -1 --prompt a") + model,
+        std::string("--model /nonexistent --prompt-ids 1")}) {
+    const Result r = RunTool(args);
+    EXPECT_EQ(r.exit_code, 1) << args;
+    const size_t last_line = r.err.rfind("tributary-run: ");
+    ASSERT_NE(last_line, std::string::npos) << args << ": " << r.err;
+    EXPECT_EQ(r.err.find('\n', last_line), r.err.size() - 1) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace tributary

@@ -1,0 +1,343 @@
+// The batched, paged decoder on the CPU backend: against transformers on every
+// fixture (as the reference decoder), and the invariances the engine relies
+// on: a sequence's logits do not depend on the rest of the batch (bit for
+// bit), nor on where its KV blocks are (bit for bit), nor on how its prefill
+// is chunked (to rounding); the residual statistics change nothing.
+#include "engine/model/hybrid_decoder.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "engine/backend/cpu/cpu_backend.h"
+#include "engine/model/model_directory.h"
+#include "fixture_reference.h"
+
+namespace tributary {
+namespace {
+
+using namespace testing_fixtures;  // NOLINT: test-local helpers
+
+constexpr int64_t kBlockSize = 16;
+
+// A model, a CPU backend and a decoder, with a trivial block allocator.
+class Harness {
+ public:
+  explicit Harness(const std::string& dir, int64_t num_blocks = 256,
+                   int64_t num_slots = 8) {
+    auto model = ModelDirectory::Load(dir);
+    EXPECT_TRUE(model.ok()) << model.status();
+    if (!model.ok()) return;
+    model_ = std::make_unique<ModelDirectory>(std::move(*model));
+    auto backend = CpuBackend::Create({/*num_threads=*/2});
+    EXPECT_TRUE(backend.ok());
+    backend_ = std::move(*backend);
+    auto decoder = HybridDecoder::Create(model_->config(), model_->weights(),
+                                         backend_.get(),
+                                         {num_blocks, kBlockSize, num_slots});
+    EXPECT_TRUE(decoder.ok()) << decoder.status();
+    if (decoder.ok()) decoder_ = std::move(*decoder);
+  }
+  bool ok() const { return decoder_ != nullptr; }
+  HybridDecoder& decoder() { return *decoder_; }
+  int64_t vocab() const { return model_->config().vocab_size; }
+
+  // Blocks for `num_tokens` positions, taken from `next_block` on, in order
+  // or scrambled (reversed).
+  std::vector<int32_t> Blocks(int64_t num_tokens, int32_t* next_block,
+                              bool scrambled = false) {
+    std::vector<int32_t> table;
+    for (int64_t p = 0; p < num_tokens; p += kBlockSize) table.push_back((*next_block)++);
+    if (scrambled) std::reverse(table.begin(), table.end());
+    return table;
+  }
+
+ private:
+  std::unique_ptr<ModelDirectory> model_;
+  std::unique_ptr<CpuBackend> backend_;
+  std::unique_ptr<HybridDecoder> decoder_;
+};
+
+SequenceSlice Slice(int64_t offset, int64_t num_tokens, int64_t first_position,
+                    int32_t slot, std::vector<int32_t> blocks) {
+  SequenceSlice s;
+  s.token_offset = offset;
+  s.num_tokens = num_tokens;
+  s.first_position = first_position;
+  s.state_slot = slot;
+  s.block_table = std::move(blocks);
+  return s;
+}
+
+PrefillResult ToPrefillResult(const ForwardOutput& out, int64_t num_tokens) {
+  PrefillResult result;
+  result.logits = out.logits;
+  const int64_t num_sublayers = static_cast<int64_t>(out.residual_stats.size()) /
+                                (num_tokens * kResidualStatsColumns);
+  for (int64_t s = 0; s < num_sublayers; ++s) {
+    std::vector<std::array<double, 3>> per_token;
+    for (int64_t t = 0; t < num_tokens; ++t) {
+      const float* row = out.residual_stats.data() +
+                         (s * num_tokens + t) * kResidualStatsColumns;
+      per_token.push_back({row[kStatStreamNorm], row[kStatUpdateNorm],
+                           row[kStatSumNorm]});
+    }
+    result.norms.push_back(std::move(per_token));
+  }
+  result.final_stream_norm.assign(out.final_stream_norm.begin(),
+                                  out.final_stream_norm.end());
+  return result;
+}
+
+void CheckModel(const std::string& model_dir, const std::string& fixture_path,
+                const std::string& name) {
+  Harness h(model_dir);
+  ASSERT_TRUE(h.ok());
+  const std::vector<FixtureDump> dumps = ReadFixture(fixture_path);
+  ASSERT_FALSE(dumps.empty()) << fixture_path;
+  int32_t next_block = 0;
+  for (size_t p = 0; p < dumps.size(); ++p) {
+    const FixtureDump& dump = dumps[p];
+    const std::string label = name + " prompt " + std::to_string(p);
+    const int64_t n = static_cast<int64_t>(dump.prompt_ids.size());
+    const int64_t total = n + static_cast<int64_t>(dump.generated_ids.size());
+    ASSERT_TRUE(h.decoder().ResetStateSlot(0).ok());
+    BatchLayout layout;
+    layout.sequences.push_back(Slice(0, n, 0, 0, h.Blocks(total, &next_block)));
+    auto out = h.decoder().Forward(layout, dump.prompt_ids,
+                                   {/*residual_stats=*/true,
+                                    /*logits_for_all_tokens=*/true});
+    ASSERT_TRUE(out.ok()) << out.status();
+    ExpectPrefillMatches(dump, ToPrefillResult(*out, n), h.vocab(), 1e-4, label);
+    std::vector<float> last(out->logits.end() - h.vocab(), out->logits.end());
+    int64_t position = n;
+    ExpectGreedyMatches(
+        dump, last,
+        [&](int32_t id) {
+          layout.sequences[0].token_offset = 0;
+          layout.sequences[0].num_tokens = 1;
+          layout.sequences[0].first_position = position++;
+          auto step = h.decoder().Forward(layout, {id}, ForwardOptions{});
+          EXPECT_TRUE(step.ok()) << step.status();
+          return step.ok() ? step->logits : std::vector<float>();
+        },
+        h.vocab(), label);
+  }
+}
+
+TEST(HybridDecoderFixtureTest, MatchesTransformersOnEveryFixture) {
+  const std::vector<std::string> dirs = FixtureModelDirs();
+  ASSERT_GE(dirs.size(), 6u);
+  for (const std::string& dir : dirs) {
+    SCOPED_TRACE(dir);
+    CheckModel(dir, dir + "/reference.json",
+               std::filesystem::path(dir).filename().string());
+  }
+}
+
+TEST(HybridDecoderFixtureTest, DefaultModelGreedyTextIsPinned) {
+  CheckModel(SourcePath("models/tiny-shakespeare"),
+             SourcePath("tests/fixtures/default-model/reference.json"),
+             "default model");
+}
+
+// Deterministic pseudo-random prompts of the given lengths.
+std::vector<std::vector<int32_t>> Prompts(const std::vector<int64_t>& lengths,
+                                          int64_t vocab) {
+  std::vector<std::vector<int32_t>> prompts;
+  uint32_t x = 12345;
+  for (int64_t len : lengths) {
+    std::vector<int32_t> p;
+    for (int64_t i = 0; i < len; ++i) {
+      x = x * 1664525u + 1013904223u;
+      p.push_back(static_cast<int32_t>((x >> 8) % vocab));
+    }
+    prompts.push_back(std::move(p));
+  }
+  return prompts;
+}
+
+TEST(HybridDecoderTest, BatchedEqualsAloneBitForBit) {
+  for (const std::string& dir : FixtureModelDirs()) {
+    SCOPED_TRACE(dir);
+    Harness alone(dir), batched(dir);
+    ASSERT_TRUE(alone.ok() && batched.ok());
+    const auto prompts = Prompts({5, 70, 1, 33}, alone.vocab());
+    const ForwardOptions all{true, true};
+
+    // Alone: each prompt, then one decode token, in slot 0.
+    std::vector<std::vector<float>> alone_prefill, alone_decode;
+    int32_t next = 0;
+    for (const auto& p : prompts) {
+      const int64_t n = static_cast<int64_t>(p.size());
+      ASSERT_TRUE(alone.decoder().ResetStateSlot(0).ok());
+      BatchLayout layout;
+      layout.sequences.push_back(Slice(0, n, 0, 0, alone.Blocks(n + 1, &next)));
+      auto out = alone.decoder().Forward(layout, p, all);
+      ASSERT_TRUE(out.ok()) << out.status();
+      alone_prefill.push_back(out->logits);
+      layout.sequences[0] = Slice(0, 1, n, 0, layout.sequences[0].block_table);
+      auto step = alone.decoder().Forward(layout, {p.front()}, all);
+      ASSERT_TRUE(step.ok()) << step.status();
+      alone_decode.push_back(step->logits);
+    }
+
+    // Batched: all prefills in one step (slots 0..3, scrambled blocks), then
+    // all decodes in one step.
+    BatchLayout layout;
+    std::vector<int32_t> ids;
+    int32_t next_b = 7;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const int64_t n = static_cast<int64_t>(prompts[i].size());
+      layout.sequences.push_back(Slice(static_cast<int64_t>(ids.size()), n, 0,
+                                       static_cast<int32_t>(3 - i),
+                                       batched.Blocks(n + 1, &next_b, true)));
+      ids.insert(ids.end(), prompts[i].begin(), prompts[i].end());
+      ASSERT_TRUE(batched.decoder().ResetStateSlot(3 - i).ok());
+    }
+    auto out = batched.decoder().Forward(layout, ids, all);
+    ASSERT_TRUE(out.ok()) << out.status();
+    const int64_t vocab = batched.vocab();
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const SequenceSlice& s = layout.sequences[i];
+      const std::vector<float> mine(out->logits.begin() + s.token_offset * vocab,
+                                    out->logits.begin() +
+                                        (s.token_offset + s.num_tokens) * vocab);
+      EXPECT_EQ(mine, alone_prefill[i]) << "prompt " << i;
+    }
+    ids.clear();
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      SequenceSlice& s = layout.sequences[i];
+      s = Slice(static_cast<int64_t>(i), 1, s.num_tokens, s.state_slot,
+                s.block_table);
+      ids.push_back(prompts[i].front());
+    }
+    auto step = batched.decoder().Forward(layout, ids, all);
+    ASSERT_TRUE(step.ok()) << step.status();
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const std::vector<float> mine(step->logits.begin() + i * vocab,
+                                    step->logits.begin() + (i + 1) * vocab);
+      EXPECT_EQ(mine, alone_decode[i]) << "decode of prompt " << i;
+    }
+  }
+}
+
+TEST(HybridDecoderTest, ChunkedPrefillEqualsOnePrefill) {
+  for (const std::string& dir : FixtureModelDirs()) {
+    SCOPED_TRACE(dir);
+    Harness h(dir);
+    ASSERT_TRUE(h.ok());
+    const std::vector<int32_t> prompt = Prompts({130}, h.vocab())[0];
+    const ForwardOptions all{false, true};
+    int32_t next = 0;
+    BatchLayout whole;
+    whole.sequences.push_back(Slice(0, 130, 0, 0, h.Blocks(130, &next)));
+    ASSERT_TRUE(h.decoder().ResetStateSlot(0).ok());
+    auto one = h.decoder().Forward(whole, prompt, all);
+    ASSERT_TRUE(one.ok()) << one.status();
+
+    ASSERT_TRUE(h.decoder().ResetStateSlot(1).ok());
+    const std::vector<int32_t> blocks = h.Blocks(130, &next);
+    std::vector<float> chunked;
+    int64_t position = 0;
+    for (int64_t size : {1, 7, 64, 58}) {
+      BatchLayout layout;
+      layout.sequences.push_back(Slice(0, size, position, 1, blocks));
+      auto out = h.decoder().Forward(
+          layout, absl::MakeConstSpan(prompt).subspan(position, size), all);
+      ASSERT_TRUE(out.ok()) << out.status();
+      chunked.insert(chunked.end(), out->logits.begin(), out->logits.end());
+      position += size;
+    }
+    ASSERT_EQ(chunked.size(), one->logits.size());
+    for (int64_t t = 0; t < 130; ++t) {
+      const std::vector<double> ref(one->logits.begin() + t * h.vocab(),
+                                    one->logits.begin() + (t + 1) * h.vocab());
+      const RowError e = CompareRow(chunked.data() + t * h.vocab(), ref);
+      EXPECT_LE(e.max_diff, 1e-5 * e.max_ref) << "position " << t;
+    }
+  }
+}
+
+TEST(HybridDecoderTest, ResidualStatisticsChangeNothing) {
+  const std::string dir = FixtureModelDirs().front();
+  Harness on(dir), off(dir);
+  ASSERT_TRUE(on.ok() && off.ok());
+  const std::vector<int32_t> prompt = Prompts({40}, on.vocab())[0];
+  int32_t a = 0, b = 0;
+  BatchLayout l1, l2;
+  l1.sequences.push_back(Slice(0, 40, 0, 0, on.Blocks(40, &a)));
+  l2.sequences.push_back(Slice(0, 40, 0, 0, off.Blocks(40, &b)));
+  auto with = on.decoder().Forward(l1, prompt, {true, true});
+  auto without = off.decoder().Forward(l2, prompt, {false, true});
+  ASSERT_TRUE(with.ok() && without.ok());
+  EXPECT_EQ(with->logits, without->logits);
+  EXPECT_FALSE(with->residual_stats.empty());
+  EXPECT_TRUE(without->residual_stats.empty());
+  EXPECT_TRUE(without->final_stream_norm.empty());
+  // Only the last token's logits by default.
+  auto last = off.decoder().Forward(
+      [&] {
+        BatchLayout l;
+        l.sequences.push_back(Slice(0, 1, 40, 0, l2.sequences[0].block_table));
+        return l;
+      }(),
+      {prompt[0]}, {false, false});
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(last->logit_rows, std::vector<int64_t>{0});
+}
+
+TEST(HybridDecoderTest, RejectsBadLayoutsNamingTheProblem) {
+  Harness h(FixtureModelDirs().front(), /*num_blocks=*/8, /*num_slots=*/2);
+  ASSERT_TRUE(h.ok());
+  const std::vector<int32_t> ids = {1, 2, 3};
+  auto expect_error = [&](const BatchLayout& layout,
+                          const std::vector<int32_t>& tokens,
+                          const std::string& fragment) {
+    auto out = h.decoder().Forward(layout, tokens, ForwardOptions{});
+    ASSERT_FALSE(out.ok()) << fragment;
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(out.status().message().find(fragment), std::string::npos)
+        << out.status().message();
+  };
+  BatchLayout empty;
+  expect_error(empty, ids, "at least one sequence");
+  BatchLayout gap;
+  gap.sequences.push_back(Slice(1, 3, 0, 0, {0}));
+  expect_error(gap, ids, "contiguous");
+  BatchLayout slot;
+  slot.sequences.push_back(Slice(0, 3, 0, 5, {0}));
+  expect_error(slot, ids, "state slot 5");
+  BatchLayout shared;
+  shared.sequences.push_back(Slice(0, 2, 0, 1, {0}));
+  shared.sequences.push_back(Slice(2, 1, 0, 1, {1}));
+  expect_error(shared, ids, "used by two sequences");
+  BatchLayout block;
+  block.sequences.push_back(Slice(0, 3, 0, 0, {9}));
+  expect_error(block, ids, "KV block 9");
+  BatchLayout short_table;
+  short_table.sequences.push_back(Slice(0, 3, 15, 0, {0}));
+  expect_error(short_table, ids, "block table has 1 blocks");
+  BatchLayout count;
+  count.sequences.push_back(Slice(0, 2, 0, 0, {0}));
+  expect_error(count, ids, "covers 2 tokens");
+  BatchLayout ok;
+  ok.sequences.push_back(Slice(0, 3, 0, 0, {0}));
+  expect_error(ok, {1, 2, -4}, "token id -4");
+  EXPECT_FALSE(h.decoder().ResetStateSlot(2).ok());
+  EXPECT_TRUE(h.decoder().Forward(ok, ids, ForwardOptions{}).ok());
+}
+
+TEST(CacheConfigTest, Validates) {
+  EXPECT_TRUE((CacheConfig{10, 16, 2}).Validate().ok());
+  EXPECT_FALSE((CacheConfig{-1, 16, 2}).Validate().ok());
+  EXPECT_FALSE((CacheConfig{10, 0, 2}).Validate().ok());
+  EXPECT_FALSE((CacheConfig{10, 16, 0}).Validate().ok());
+}
+
+}  // namespace
+}  // namespace tributary
