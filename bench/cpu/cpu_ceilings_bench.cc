@@ -10,7 +10,7 @@
 //       and a fraction of (b); prefill T=512 as GFLOP/s and a fraction of (a),
 //       with OpenBLAS sgemm on an expanded f32 copy of the weights beside it.
 // Every number is the best of --reps repetitions (the machine is shared).
-// Flags: --reps=N (default 5), --gemm_n=N (default 2048), --dram_mib=N
+// Flags: --reps N (default 5), --gemm_n=N (default 2048), --dram_mib=N
 // (default 1024), --threads=N (default 2: the "all cores" column),
 // --sections=abc (a subset to run; ratios need the ceilings they divide by).
 #include <immintrin.h>
@@ -29,7 +29,10 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "engine/backend/cpu/matmul.h"
+#include "engine/base/cli.h"
+#include "engine/base/status_macros.h"
 #include "engine/backend/cpu/thread_pool.h"
 #include "engine/backend/element_type.h"
 
@@ -315,38 +318,36 @@ int Main(const Flags& flags) {
   return 0;
 }
 
-bool ParseInt(const char* arg, const char* name, int64_t* out) {
-  const size_t len = std::strlen(name);
-  if (std::strncmp(arg, name, len) != 0 || arg[len] != '=') return false;
-  *out = std::atoll(arg + len + 1);
-  return true;
+absl::Status Run(int argc, char** argv) {
+  ASSIGN_OR_RETURN(CliArgs args,
+                   CliArgs::Parse(argc, argv,
+                                  {"reps", "gemm_n", "dram_mib", "threads", "sections"},
+                                  {}));
+  if (!args.positional().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", args.positional()[0], "'"));
+  }
+  Flags flags;
+  ASSIGN_OR_RETURN(int64_t reps, args.GetInt("reps", flags.reps, 1, 1000));
+  ASSIGN_OR_RETURN(flags.gemm_n, args.GetInt("gemm_n", flags.gemm_n, 16, 1 << 15));
+  ASSIGN_OR_RETURN(flags.dram_mib, args.GetInt("dram_mib", flags.dram_mib, 64, 1 << 20));
+  ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", flags.threads, 1, 1024));
+  flags.reps = static_cast<int>(reps);
+  flags.threads = static_cast<int>(threads);
+  flags.sections = args.GetOr("sections", flags.sections);
+  if (flags.sections.find_first_not_of("abc") != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--sections takes letters of 'abc', got '", flags.sections, "'"));
+  }
+  if (Main(flags) != 0) return absl::InternalError("benchmark failed");
+  return absl::OkStatus();
 }
 
 }  // namespace
 }  // namespace tributary
 
 int main(int argc, char** argv) {
-  tributary::Flags flags;
-  for (int i = 1; i < argc; ++i) {
-    int64_t v;
-    if (tributary::ParseInt(argv[i], "--reps", &v)) {
-      flags.reps = static_cast<int>(std::max<int64_t>(1, v));
-    } else if (tributary::ParseInt(argv[i], "--gemm_n", &v)) {
-      flags.gemm_n = std::max<int64_t>(16, v);
-    } else if (tributary::ParseInt(argv[i], "--dram_mib", &v)) {
-      flags.dram_mib = std::max<int64_t>(64, v);
-    } else if (std::strncmp(argv[i], "--sections=", 11) == 0) {
-      flags.sections = argv[i] + 11;
-    } else if (tributary::ParseInt(argv[i], "--threads", &v)) {
-      flags.threads = static_cast<int>(std::max<int64_t>(1, v));
-    } else {
-      std::fprintf(
-          stderr,
-          "usage: %s [--reps=N] [--gemm_n=N] [--dram_mib=N] [--threads=N] "
-          "[--sections=abc]\n",
-          argv[0]);
-      return 2;
-    }
-  }
-  return tributary::Main(flags);
+  return tributary::RunCliMain("cpu_ceilings_bench", [&] {
+    return tributary::Run(argc, argv);
+  });
 }
