@@ -7,6 +7,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "engine/backend/cpu/attention.h"
+#include "engine/backend/cpu/delta_rule.h"
 #include "engine/backend/cpu/matmul.h"
 #include "engine/backend/cpu/reference_ops.h"
 
@@ -228,22 +230,33 @@ void CpuBackend::GatedDeltaRule(const Tensor& q, const Tensor& k,
   const int64_t hk = q.shape[1], dk = q.shape[2];
   const int64_t hv = v.shape[1], dv = v.shape[2];
   const int64_t state_elems = hv * dk * dv;
+  // One work unit per (sequence, value head), all sequences in one static
+  // partition: a head's results depend only on its own inputs and state.
+  std::vector<DeltaRuleCall> calls;
+  size_t scratch_bytes = 0;
   for (const SequenceSlice& s : layout_.sequences) {
-    const ref::DeltaRuleDims dims{s.num_tokens, hk, hv, dk, dv};
+    if (s.num_tokens <= 0) continue;
     const int64_t t0 = s.token_offset;
-    float* state = F32(state_pool) + s.state_slot * state_elems;
-    if (s.num_tokens == 1 && s.first_position > 0) {
-      ref::GatedDeltaRuleRecurrent(dims, F32(q) + t0 * hk * dk,
-                                   F32(k) + t0 * hk * dk, F32(v) + t0 * hv * dv,
-                                   F32(g) + t0 * hv, F32(beta) + t0 * hv, state,
-                                   F32(out) + t0 * hv * dv);
-    } else {
-      ref::GatedDeltaRuleChunked(dims, /*chunk_size=*/64, F32(q) + t0 * hk * dk,
-                                 F32(k) + t0 * hk * dk, F32(v) + t0 * hv * dv,
-                                 F32(g) + t0 * hv, F32(beta) + t0 * hv, state,
-                                 F32(out) + t0 * hv * dv);
-    }
+    DeltaRuleCall& c = calls.emplace_back();
+    c.dims = {s.num_tokens, hk, hv, dk, dv};
+    c.chunk_size = 64;
+    c.q = F32(q) + t0 * hk * dk;
+    c.k = F32(k) + t0 * hk * dk;
+    c.v = F32(v) + t0 * hv * dv;
+    c.g = F32(g) + t0 * hv;
+    c.beta = F32(beta) + t0 * hv;
+    c.state = F32(state_pool) + s.state_slot * state_elems;
+    c.out = F32(out) + t0 * hv * dv;
+    c.recurrent = s.num_tokens == 1 && s.first_position > 0;
+    scratch_bytes = std::max(scratch_bytes, DeltaRuleScratchBytes(c));
   }
+  const int64_t units = static_cast<int64_t>(calls.size()) * hv;
+  pool_->ParallelForWorker(units, [&](int worker, int64_t begin, int64_t end) {
+    void* scratch = pool_->WorkerScratch(worker, scratch_bytes);
+    for (int64_t u = begin; u < end; ++u) {
+      GatedDeltaRuleHead(calls[u / hv], u % hv, scratch);
+    }
+  });
 }
 
 void CpuBackend::WriteKv(const Tensor& k, const Tensor& v, const Tensor& k_pool,
@@ -263,14 +276,37 @@ void CpuBackend::PagedAttention(const Tensor& q, const Tensor& k_pool,
                                 const Tensor& out) {
   const int64_t heads = q.shape[1], head_dim = q.shape[2];
   const int64_t row = heads * head_dim;
+  // Work units: (sequence, token, KV head), all sequences in one static
+  // partition; a query's output depends only on its q and its keys.
+  std::vector<AttentionCall> calls;
+  std::vector<int64_t> first_unit;  // [calls + 1]
+  size_t scratch_bytes = 0;
+  first_unit.push_back(0);
   for (const SequenceSlice& s : layout_.sequences) {
-    const ref::PagedKvView view{F32(k_pool),         F32(v_pool),
-                                s.block_table.data(), k_pool.shape[1],
-                                k_pool.shape[2],      head_dim};
-    ref::PagedAttention(F32(q) + s.token_offset * row, s.num_tokens, heads,
-                        s.first_position, view, scale,
-                        F32(out) + s.token_offset * row);
+    if (s.num_tokens <= 0) continue;
+    AttentionCall& c = calls.emplace_back();
+    c.q = F32(q) + s.token_offset * row;
+    c.num_tokens = s.num_tokens;
+    c.num_q_heads = heads;
+    c.first_position = s.first_position;
+    c.kv = {F32(k_pool),     F32(v_pool),     s.block_table.data(),
+            k_pool.shape[1], k_pool.shape[2], head_dim};
+    c.scale = scale;
+    c.out = F32(out) + s.token_offset * row;
+    first_unit.push_back(first_unit.back() + AttentionUnits(c));
+    scratch_bytes = std::max(scratch_bytes, AttentionScratchBytes(c));
   }
+  pool_->ParallelForWorker(
+      first_unit.back(), [&](int worker, int64_t begin, int64_t end) {
+        void* scratch = pool_->WorkerScratch(worker, scratch_bytes);
+        size_t c = static_cast<size_t>(
+            std::upper_bound(first_unit.begin(), first_unit.end(), begin) -
+            first_unit.begin() - 1);
+        for (int64_t u = begin; u < end; ++u) {
+          while (u >= first_unit[c + 1]) ++c;
+          PagedAttentionUnit(calls[c], u - first_unit[c], scratch);
+        }
+      });
 }
 
 }  // namespace tributary

@@ -1,0 +1,121 @@
+#include "engine/backend/cpu/attention.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC bug 105593
+#endif
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+
+namespace tributary {
+namespace attention_internal {
+
+using reference::PagedKvView;
+
+namespace avx512 {
+#define TRIB_ISA 2
+#define TRIB_TARGET \
+  __attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma")))
+#include "engine/backend/cpu/attention_kernels.inc"
+#undef TRIB_ISA
+#undef TRIB_TARGET
+}  // namespace avx512
+
+namespace avx2 {
+#define TRIB_ISA 1
+#define TRIB_TARGET __attribute__((target("avx2,fma")))
+#include "engine/backend/cpu/attention_kernels.inc"
+#undef TRIB_ISA
+#undef TRIB_TARGET
+}  // namespace avx2
+
+namespace portable {
+#define TRIB_ISA 0
+#define TRIB_TARGET
+#include "engine/backend/cpu/attention_kernels.inc"
+#undef TRIB_ISA
+#undef TRIB_TARGET
+}  // namespace portable
+
+}  // namespace attention_internal
+
+namespace {
+
+MatMulIsa Resolve(MatMulIsa isa) {
+  if (isa == MatMulIsa::kAuto) {
+    static const MatMulIsa best = BestMatMulIsa();  // a CPU property
+    return best;
+  }
+  return MatMulIsaSupported(isa) ? isa : MatMulIsa::kScalar;
+}
+
+}  // namespace
+
+int64_t AttentionUnits(const AttentionCall& call) {
+  return call.num_tokens * call.kv.num_kv_heads;
+}
+
+size_t AttentionScratchBytes(const AttentionCall& call) {
+  const int64_t group = call.num_q_heads / call.kv.num_kv_heads;
+  const int64_t keys = call.first_position + call.num_tokens;
+  const int64_t floats = (group * keys + 15) / 16 * 16 + 2 * keys + 16;
+  return static_cast<size_t>(floats) * sizeof(float);
+}
+
+void PagedAttentionUnit(const AttentionCall& call, int64_t unit, void* scratch,
+                        MatMulIsa isa) {
+  namespace ai = attention_internal;
+  const int64_t kv_heads = call.kv.num_kv_heads;
+  const int64_t group = call.num_q_heads / kv_heads;
+  // Token order 0, T−1, 1, T−2, …: any contiguous range of units mixes short
+  // and long causal rows.
+  const int64_t i = unit / kv_heads, kvh = unit % kv_heads;
+  const int64_t t = (i % 2 == 0) ? i / 2 : call.num_tokens - 1 - i / 2;
+  float* s = static_cast<float*>(scratch);
+  switch (Resolve(isa)) {
+    case MatMulIsa::kAvx512:
+      ai::avx512::AttendGroup(call.q, call.num_q_heads, call.first_position,
+                              call.kv, call.scale, call.out, t, kvh,
+                              kvh * group, group, s);
+      return;
+    case MatMulIsa::kAvx2:
+      ai::avx2::AttendGroup(call.q, call.num_q_heads, call.first_position,
+                            call.kv, call.scale, call.out, t, kvh, kvh * group,
+                            group, s);
+      return;
+    default:
+      ai::portable::AttendGroup(call.q, call.num_q_heads, call.first_position,
+                                call.kv, call.scale, call.out, t, kvh,
+                                kvh * group, group, s);
+      return;
+  }
+}
+
+void PagedAttention(const AttentionCall& call, ThreadPool* pool,
+                    MatMulIsa isa) {
+  const size_t bytes = AttentionScratchBytes(call);
+  const int64_t units = AttentionUnits(call);
+  if (pool == nullptr) {
+    struct Free {
+      void operator()(void* p) const { std::free(p); }
+    };
+    std::unique_ptr<void, Free> scratch(
+        std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+    for (int64_t u = 0; u < units; ++u) {
+      PagedAttentionUnit(call, u, scratch.get(), isa);
+    }
+    return;
+  }
+  pool->ParallelForWorker(units, [&](int worker, int64_t begin, int64_t end) {
+    void* scratch = pool->WorkerScratch(worker, bytes);
+    for (int64_t u = begin; u < end; ++u) {
+      PagedAttentionUnit(call, u, scratch, isa);
+    }
+  });
+}
+
+}  // namespace tributary
