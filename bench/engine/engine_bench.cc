@@ -104,7 +104,8 @@ absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(CliArgs args,
                    CliArgs::Parse(argc, argv,
                                   {"model", "prefill-tokens", "decode-tokens",
-                                   "decode-context", "threads", "repeat"},
+                                   "decode-context", "threads", "repeat",
+                                   "only-statistics"},
                                   {"json"}));
   auto dir = args.Get("model");
   if (!dir) return absl::InvalidArgumentError("--model DIR is required");
@@ -118,7 +119,7 @@ absl::Status Run(int argc, char** argv) {
   const ModelConfig& c = model.config();
   ASSIGN_OR_RETURN(std::unique_ptr<CpuBackend> backend,
                    CpuBackend::Create({static_cast<int>(threads)}));
-  const int64_t max_tokens = std::max(prefill, context + decode);
+  const int64_t max_tokens = std::max(prefill + decode, context + 2 * decode);
   const int64_t num_blocks = (max_tokens + kBlockSize - 1) / kBlockSize;
   ASSIGN_OR_RETURN(std::unique_ptr<HybridDecoder> decoder,
                    HybridDecoder::Create(c, model.weights(), backend.get(),
@@ -139,6 +140,27 @@ absl::Status Run(int argc, char** argv) {
   }
   if (model.weights().tied_embeddings) {
     decode_bytes += static_cast<int64_t>(model.weights().lm_head.size_bytes);
+  }
+
+  // --only-statistics on|off: one prefill and --decode-tokens decode steps
+  // with the statistics fixed, untimed: for counting instructions under
+  // callgrind (bench/engine/stats_cost.sh), which unlike a clock is exact.
+  if (auto only = args.Get("only-statistics")) {
+    if (*only != "on" && *only != "off") {
+      return absl::InvalidArgumentError("--only-statistics takes on or off");
+    }
+    const bool stats = *only == "on";
+    const std::vector<int32_t> ids = Tokens(prefill + decode, c.vocab_size);
+    RETURN_IF_ERROR(decoder->ResetStateSlot(0));
+    ASSIGN_OR_RETURN(ForwardOutput out,
+                     decoder->Forward(OneSequence(prefill, 0, num_blocks),
+                                      absl::MakeConstSpan(ids).subspan(0, prefill),
+                                      {stats, false}));
+    for (int64_t i = 0; i < decode; ++i) {
+      ASSIGN_OR_RETURN(out, decoder->Forward(OneSequence(1, prefill + i, num_blocks),
+                                             {ids[prefill + i]}, {stats, false}));
+    }
+    return absl::OkStatus();
   }
 
   Measured m;

@@ -263,6 +263,88 @@ TEST(HybridDecoderTest, ChunkedPrefillEqualsOnePrefill) {
   }
 }
 
+// A prefill of N tokens equals N single-token decodes (the recurrent delta
+// rule and one-row attention), logits at every position, and the states they
+// leave behind: the next token's logits agree too. The two forms of the
+// delta rule agree to f32 rounding only (about 1e-5 after 70 tokens), hence
+// the fixtures' tolerance.
+TEST(HybridDecoderTest, PrefillEqualsTokenByTokenDecode) {
+  for (const std::string& dir : FixtureModelDirs()) {
+    SCOPED_TRACE(dir);
+    Harness h(dir);
+    ASSERT_TRUE(h.ok());
+    const int64_t n = 70;
+    const std::vector<int32_t> ids = Prompts({n + 1}, h.vocab())[0];
+    const ForwardOptions all{false, true};
+    int32_t next = 0;
+    const std::vector<int32_t> blocks_a = h.Blocks(n + 1, &next);
+    const std::vector<int32_t> blocks_b = h.Blocks(n + 1, &next);
+    ASSERT_TRUE(h.decoder().ResetStateSlot(0).ok());
+    ASSERT_TRUE(h.decoder().ResetStateSlot(1).ok());
+    BatchLayout prefill;
+    prefill.sequences.push_back(Slice(0, n, 0, 0, blocks_a));
+    auto whole = h.decoder().Forward(
+        prefill, absl::MakeConstSpan(ids).subspan(0, n), all);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    std::vector<float> stepped;
+    for (int64_t t = 0; t < n; ++t) {
+      BatchLayout one;
+      one.sequences.push_back(Slice(0, 1, t, 1, blocks_b));
+      auto out = h.decoder().Forward(one, {ids[t]}, all);
+      ASSERT_TRUE(out.ok()) << out.status();
+      stepped.insert(stepped.end(), out->logits.begin(), out->logits.end());
+    }
+    // One more token on both sequences, in one batch: their caches agree.
+    BatchLayout both;
+    both.sequences.push_back(Slice(0, 1, n, 0, blocks_a));
+    both.sequences.push_back(Slice(1, 1, n, 1, blocks_b));
+    auto after = h.decoder().Forward(both, {ids[n], ids[n]}, all);
+    ASSERT_TRUE(after.ok()) << after.status();
+    whole->logits.insert(whole->logits.end(), after->logits.begin(),
+                         after->logits.begin() + h.vocab());
+    stepped.insert(stepped.end(), after->logits.begin() + h.vocab(),
+                   after->logits.end());
+    ASSERT_EQ(stepped.size(), whole->logits.size());
+    for (int64_t t = 0; t <= n; ++t) {
+      const std::vector<double> ref(whole->logits.begin() + t * h.vocab(),
+                                    whole->logits.begin() + (t + 1) * h.vocab());
+      const RowError e = CompareRow(stepped.data() + t * h.vocab(), ref);
+      EXPECT_LE(e.max_diff, 1e-4 * e.max_ref) << "position " << t;
+    }
+  }
+}
+
+// Free-running greedy generation on the default model (each token fed back)
+// reproduces transformers' greedy continuation of every fixture prompt
+// exactly.
+TEST(HybridDecoderFixtureTest, DefaultModelFreeRunningGreedyTextIsExact) {
+  Harness h(SourcePath("models/tiny-shakespeare"));
+  ASSERT_TRUE(h.ok());
+  const std::vector<FixtureDump> dumps =
+      ReadFixture(SourcePath("tests/fixtures/default-model/reference.json"));
+  ASSERT_FALSE(dumps.empty());
+  int32_t next = 0;
+  for (const FixtureDump& dump : dumps) {
+    const int64_t n = static_cast<int64_t>(dump.prompt_ids.size());
+    const int64_t total = n + static_cast<int64_t>(dump.generated_ids.size());
+    ASSERT_TRUE(h.decoder().ResetStateSlot(0).ok());
+    BatchLayout layout;
+    layout.sequences.push_back(Slice(0, n, 0, 0, h.Blocks(total, &next)));
+    auto out = h.decoder().Forward(layout, dump.prompt_ids, ForwardOptions{});
+    ASSERT_TRUE(out.ok()) << out.status();
+    std::vector<int32_t> generated;
+    while (generated.size() < dump.generated_ids.size()) {
+      generated.push_back(ArgMax(out->logits.data(), h.vocab()));
+      if (generated.size() == dump.generated_ids.size()) break;
+      layout.sequences[0].first_position += layout.sequences[0].num_tokens;
+      layout.sequences[0].num_tokens = 1;
+      out = h.decoder().Forward(layout, {generated.back()}, ForwardOptions{});
+      ASSERT_TRUE(out.ok()) << out.status();
+    }
+    EXPECT_EQ(generated, dump.generated_ids);
+  }
+}
+
 TEST(HybridDecoderTest, ResidualStatisticsChangeNothing) {
   const std::string dir = FixtureModelDirs().front();
   Harness on(dir), off(dir);
