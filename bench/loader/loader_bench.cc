@@ -12,7 +12,7 @@
 // opening must not grow RSS by the file size; touching does (file-backed
 // pages count in RSS). The file is removed at the end.
 //
-// Usage: loader_bench [size_mib=1024] [dir=$TMPDIR or /tmp]
+// Usage: loader_bench [--size-mib 1024] [--dir DIR (default $TMPDIR or /tmp)]
 #include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -27,6 +27,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/base/cli.h"
+#include "engine/base/status_macros.h"
 #include "absl/strings/str_format.h"
 #include "engine/model/tensor_store.h"
 
@@ -137,24 +139,35 @@ void PrintRow(const std::string& step, double seconds, double bytes,
               (rss.anon_kib - base.anon_kib) / 1024.0);
 }
 
-int Run(int argc, char** argv) {
-  const int64_t size_mib = argc > 1 ? std::atoll(argv[1]) : 1024;
-  const char* tmp = argc > 2 ? argv[2] : std::getenv("TMPDIR");
-  std::string dir = absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp",
-                                 "/tributary_loader_bench_XXXXXX");
-  if (size_mib <= 0 || ::mkdtemp(dir.data()) == nullptr) {
-    std::fprintf(stderr, "loader_bench: bad size or cannot create %s\n",
-                 dir.c_str());
-    return 1;
+absl::Status Run(int argc, char** argv) {
+  ASSIGN_OR_RETURN(CliArgs args,
+                   CliArgs::Parse(argc, argv, {"size-mib", "dir"}, {}));
+  if (!args.positional().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", args.positional()[0], "'"));
+  }
+  ASSIGN_OR_RETURN(const int64_t size_mib,
+                   args.GetInt("size-mib", 1024, 1, int64_t{1} << 20));
+  const char* tmp = std::getenv("TMPDIR");
+  std::string dir = absl::StrCat(
+      args.GetOr("dir", tmp != nullptr && *tmp ? tmp : "/tmp"),
+      "/tributary_loader_bench_XXXXXX");
+  if (::mkdtemp(dir.data()) == nullptr) {
+    return absl::InternalError(absl::StrCat("cannot create ", dir));
   }
   const std::string path = dir + "/model.safetensors";
   int64_t num_tensors = 0;
   auto write_start = Clock::now();
+  // The file and its folder go on every path out.
+  struct RemoveFiles {
+    std::string path, dir;
+    ~RemoveFiles() {
+      ::unlink(path.c_str());
+      ::rmdir(dir.c_str());
+    }
+  } remove_files{path, dir};
   if (!WriteSyntheticFile(path, size_mib, &num_tensors)) {
-    std::fprintf(stderr, "loader_bench: cannot write %s\n", path.c_str());
-    ::unlink(path.c_str());
-    ::rmdir(dir.c_str());
-    return 1;
+    return absl::InternalError(absl::StrCat("cannot write ", path));
   }
   const double write_seconds = SecondsSince(write_start);
   const double file_bytes = static_cast<double>(size_mib) * 1024 * 1024;
@@ -170,7 +183,6 @@ int Run(int argc, char** argv) {
               std::string(11, '-').c_str(), std::string(11, '-').c_str(),
               std::string(11, '-').c_str());
 
-  int rc = 0;
   {
     // Open repeatedly: the median of 20 opens (header pages cached).
     std::vector<double> times;
@@ -178,17 +190,13 @@ int Run(int argc, char** argv) {
       auto start = Clock::now();
       auto store = TensorStore::OpenFile(path);
       times.push_back(SecondsSince(start));
-      if (!store.ok()) {
-        std::fprintf(stderr, "%s\n", store.status().ToString().c_str());
-        rc = 1;
-        break;
-      }
+      RETURN_IF_ERROR(store.status());
     }
     std::sort(times.begin(), times.end());
-    if (rc == 0) {
+    {
       const Rss base = ReadRss();
       auto start = Clock::now();
-      auto store = TensorStore::OpenFile(path);
+      ASSIGN_OR_RETURN(auto store, TensorStore::OpenFile(path));
       const double open_seconds = SecondsSince(start);
       const Rss after_open = ReadRss();
       PrintRow("open+validate+map (one, held)", open_seconds, 0, after_open, base);
@@ -196,22 +204,22 @@ int Run(int argc, char** argv) {
                after_open, base);
 
       start = Clock::now();
-      uint64_t sum = TouchEveryPage(*store);
+      uint64_t sum = TouchEveryPage(store);
       const double warm_seconds = SecondsSince(start);
       PrintRow("touch every page (page cache)", warm_seconds, file_bytes,
                ReadRss(), base);
 
       start = Clock::now();
-      sum += TouchEveryPage(*store);
+      sum += TouchEveryPage(store);
       PrintRow("touch every page (mapped)", SecondsSince(start), file_bytes,
                ReadRss(), base);
-      store = absl::StatusOr<TensorStore>(absl::CancelledError("closed"));
+      { TensorStore closed = std::move(store); }
 
       const bool dropped = DropFromPageCache(path);
       const Rss base_cold = ReadRss();
-      auto cold_store = TensorStore::OpenFile(path);
+      ASSIGN_OR_RETURN(auto cold_store, TensorStore::OpenFile(path));
       start = Clock::now();
-      sum += TouchEveryPage(*cold_store);
+      sum += TouchEveryPage(cold_store);
       PrintRow(dropped ? "touch every page (cold, fadvise)"
                        : "touch every page (cache not dropped)",
                SecondsSince(start), file_bytes, ReadRss(), base_cold);
@@ -220,12 +228,13 @@ int Run(int argc, char** argv) {
                   static_cast<unsigned long long>(sum));
     }
   }
-  ::unlink(path.c_str());
-  ::rmdir(dir.c_str());
-  return rc;
+  return absl::OkStatus();
 }
 
 }  // namespace
 }  // namespace tributary
 
-int main(int argc, char** argv) { return tributary::Run(argc, argv); }
+int main(int argc, char** argv) {
+  return tributary::RunCliMain("loader_bench",
+                               [&] { return tributary::Run(argc, argv); });
+}
