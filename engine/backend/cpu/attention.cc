@@ -43,18 +43,6 @@ namespace portable {
 
 }  // namespace attention_internal
 
-namespace {
-
-MatMulIsa Resolve(MatMulIsa isa) {
-  if (isa == MatMulIsa::kAuto) {
-    static const MatMulIsa best = BestMatMulIsa();  // a CPU property
-    return best;
-  }
-  return MatMulIsaSupported(isa) ? isa : MatMulIsa::kScalar;
-}
-
-}  // namespace
-
 int64_t AttentionUnits(const AttentionCall& call) {
   return call.num_tokens * call.kv.num_kv_heads;
 }
@@ -76,7 +64,7 @@ void PagedAttentionUnit(const AttentionCall& call, int64_t unit, void* scratch,
   const int64_t i = unit / kv_heads, kvh = unit % kv_heads;
   const int64_t t = (i % 2 == 0) ? i / 2 : call.num_tokens - 1 - i / 2;
   float* s = static_cast<float*>(scratch);
-  switch (Resolve(isa)) {
+  switch (ResolveMatMulIsa(isa)) {
     case MatMulIsa::kAvx512:
       ai::avx512::AttendGroup(call.q, call.num_q_heads, call.first_position,
                               call.kv, call.scale, call.out, t, kvh,

@@ -84,18 +84,6 @@ namespace portable {
 
 }  // namespace delta_rule_internal
 
-namespace {
-
-MatMulIsa Resolve(MatMulIsa isa) {
-  if (isa == MatMulIsa::kAuto) {
-    static const MatMulIsa best = BestMatMulIsa();  // a CPU property
-    return best;
-  }
-  return MatMulIsaSupported(isa) ? isa : MatMulIsa::kScalar;
-}
-
-}  // namespace
-
 size_t DeltaRuleScratchBytes(const DeltaRuleCall& call) {
   namespace dri = delta_rule_internal;
   const int64_t floats =
@@ -110,7 +98,7 @@ void GatedDeltaRuleHead(const DeltaRuleCall& call, int64_t head, void* scratch,
   if (call.dims.num_tokens <= 0) return;
   float* s = static_cast<float*>(scratch);
   const DeltaRuleCall& c = call;
-  switch (Resolve(isa)) {
+  switch (ResolveMatMulIsa(isa)) {
     case MatMulIsa::kAvx512:
       if (c.recurrent) {
         dri::avx512::RecurrentHead(c.dims, c.q, c.k, c.v, c.g, c.beta, c.state,

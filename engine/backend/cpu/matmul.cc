@@ -173,6 +173,14 @@ MatMulIsa BestMatMulIsa() {
   return MatMulIsa::kScalar;
 }
 
+MatMulIsa ResolveMatMulIsa(MatMulIsa isa) {
+  if (isa == MatMulIsa::kAuto) {
+    static const MatMulIsa best = BestMatMulIsa();  // a property of the CPU
+    return best;
+  }
+  return MatMulIsaSupported(isa) ? isa : MatMulIsa::kScalar;
+}
+
 void MatMul(const float* x, int64_t num_tokens, int64_t in_features,
             const void* w, ElementType w_type, int64_t out_features, float* y,
             ThreadPool* pool) {
@@ -188,8 +196,7 @@ void MatMulWithIsa(MatMulIsa isa, const float* x, int64_t num_tokens,
     std::fill(y, y + num_tokens * out_features, 0.0f);
     return;
   }
-  if (isa == MatMulIsa::kAuto) isa = BestMatMulIsa();
-  if (!MatMulIsaSupported(isa)) isa = MatMulIsa::kScalar;
+  isa = ResolveMatMulIsa(isa);
   // The vector paths know the three float weight types; anything else goes
   // through the scalar path's LoadAsF32.
   if (w_type != ElementType::kF32 && w_type != ElementType::kBF16 &&

@@ -54,6 +54,11 @@ bool MatMulIsaSupported(MatMulIsa isa);
 // The path kAuto resolves to on this CPU.
 MatMulIsa BestMatMulIsa();
 
+// The path a kernel runs on when asked for `isa`: kAuto → BestMatMulIsa()
+// (determined once), an unsupported path → kScalar. Shared by every kernel
+// with per-ISA variants (matmul, delta rule, attention).
+MatMulIsa ResolveMatMulIsa(MatMulIsa isa);
+
 // y = x Wᵀ on the best path. `pool` may be null (single-threaded, and then
 // the packing buffer is allocated per call); small problems run on the
 // calling thread only.
