@@ -1,0 +1,150 @@
+// The engine: continuous batching of many requests on one HybridDecoder
+// (design.md §2). One engine thread runs the step loop
+//   inbox (new requests, cancellations) -> Scheduler::Schedule -> reset fresh
+//   state slots -> HybridDecoder::Forward -> sample the sequences that sample
+//   -> StreamDecoder + StopMatcher -> events to sinks -> Scheduler::Update
+// and sleeps on a condition variable when there is no work.
+//
+// Thread safety: Submit, Cancel, Shutdown and the accessors may be called
+// from any thread at any time. Sinks and the observer are called on the
+// engine thread.
+#ifndef TRIBUTARY_ENGINE_ENGINE_H_
+#define TRIBUTARY_ENGINE_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "engine/request.h"
+#include "engine/scheduler/scheduler_config.h"
+
+namespace tributary {
+
+class ModelDirectory;
+class Tokenizer;
+
+// Statistics of one step, for metrics.
+struct StepStats {
+  int64_t num_sequences = 0;             // in the batch
+  int64_t num_tokens = 0;                // new tokens in the batch
+  int64_t num_sampled = 0;               // sequences that sampled a token
+  int64_t num_preempted = 0;             // preempted by this step's Schedule()
+  int64_t num_waiting = 0;               // after the step
+  double kv_block_usage = 0.0;           // after the step, in [0, 1]
+  double state_slot_usage = 0.0;         // after the step, in [0, 1]
+  double step_seconds = 0.0;             // Schedule() to Update() done
+  double forward_seconds = 0.0;          // inside HybridDecoder::Forward
+  double outside_forward_seconds = 0.0;  // step_seconds - forward_seconds
+};
+
+// Called on the engine thread; must not block.
+class EngineObserver {
+ public:
+  virtual ~EngineObserver() = default;
+  virtual void OnStep(const StepStats& stats) = 0;
+};
+
+struct EngineOptions {
+  // The model: an already loaded directory (not owned; must outlive the
+  // engine), else `model_dir` is loaded and owned by the engine.
+  const ModelDirectory* model = nullptr;
+  std::string model_dir;
+  // Optional tokenizer (not owned; must outlive the engine). When null and
+  // load_tokenizer is set, tokenizer.json is loaded from the model directory.
+  // Without one, prompts are token ids only and text deltas are empty.
+  const Tokenizer* tokenizer = nullptr;
+  bool load_tokenizer = false;
+  // CpuBackend threads; 0 = hardware concurrency.
+  int num_threads = 0;
+  // Step budgets, queue bound and context limit. When num_kv_blocks and
+  // num_state_slots are both 0, the pools are sized from
+  // cache_memory_budget_bytes (DeriveCacheCapacity). max_sequence_tokens is
+  // capped by the model's max_position_embeddings.
+  SchedulerConfig scheduler;
+  int64_t cache_memory_budget_bytes = 0;
+  // Cap of the default max_new_tokens (a request without one gets the room
+  // left in the context, at most this).
+  int32_t max_new_tokens_limit = 4096;
+  // Residual-stream statistics inside the forward (design.md §4).
+  bool residual_stats = true;
+  // Seeds the generator of per-request seeds for unseeded requests; nullopt
+  // = std::random_device.
+  std::optional<uint64_t> seed_generator_seed;
+  // Optional (not owned; must outlive the engine).
+  EngineObserver* observer = nullptr;
+
+  // INVALID_ARGUMENT naming the field.
+  absl::Status Validate() const;
+};
+
+class Engine {
+ public:
+  // Loads what `options` asks, sizes and allocates the caches (the capacity is
+  // logged), and starts the engine thread.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(
+      const EngineOptions& options);
+  // Shutdown(absl::InfinitePast()): cancels what remains and joins.
+  ~Engine();
+
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Validates `request` (INVALID_ARGUMENT naming the field: prompt ids in the
+  // vocabulary, a non-empty prompt, sampling parameters, stop token ids,
+  // prompt + max_new_tokens within the context), then queues it and returns
+  // its id. RESOURCE_EXHAUSTED when the waiting queue is full; UNAVAILABLE
+  // after Shutdown or when the engine failed. On success `sink` gets exactly
+  // one final event; on error it gets nothing. Never blocks on the step.
+  absl::StatusOr<uint64_t> Submit(GenerateRequest request,
+                                  std::shared_ptr<TokenSink> sink);
+
+  // Cancels a request at any point: its sink gets a final event with
+  // FinishReason::kCancelled (at the next step boundary) unless it finished
+  // already; its blocks and slot are freed. Unknown or finished ids are
+  // ignored. Never blocks on the step.
+  void Cancel(uint64_t id);
+
+  // Stops accepting requests, lets the work in flight run until `deadline`,
+  // then cancels what remains and joins the engine thread. Idempotent;
+  // concurrent calls all return after the join. Must not be called from a
+  // sink or the observer.
+  void Shutdown(absl::Time deadline);
+
+  // The cache capacity (for GetModelInfo).
+  struct Capacity {
+    int64_t num_kv_blocks = 0;
+    int64_t kv_block_size = 0;
+    int64_t num_state_slots = 0;
+    int64_t max_sequence_tokens = 0;  // the context limit of one request
+  };
+  const Capacity& capacity() const { return capacity_; }
+
+  // A snapshot published by the engine thread after every step (for tests
+  // and metrics).
+  struct Counts {
+    int64_t num_active = 0;  // accepted, without a final event yet
+    int64_t num_waiting = 0;
+    int64_t num_running = 0;
+    int64_t num_sequences = 0;  // known to the scheduler
+    int64_t num_free_kv_blocks = 0;
+    int64_t num_free_state_slots = 0;
+    int64_t num_steps = 0;
+    int64_t num_preemptions = 0;
+  };
+  Counts counts() const;
+
+ private:
+  struct Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+
+  std::unique_ptr<Impl> impl_;
+  Capacity capacity_;
+};
+
+}  // namespace tributary
+
+#endif  // TRIBUTARY_ENGINE_ENGINE_H_

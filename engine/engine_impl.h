@@ -1,0 +1,124 @@
+// Internal to the engine: the state of Engine's implementation, shared by
+// engine.cc (the public face: Create, Submit, Cancel, Shutdown) and
+// engine_loop.cc (the engine thread's step loop). Not part of the API.
+#ifndef TRIBUTARY_ENGINE_ENGINE_IMPL_H_
+#define TRIBUTARY_ENGINE_ENGINE_IMPL_H_
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "engine/backend/cpu/cpu_backend.h"
+#include "engine/engine.h"
+#include "engine/model/hybrid_decoder.h"
+#include "engine/model/model_directory.h"
+#include "engine/sampling/sampler.h"
+#include "engine/sampling/stop_matcher.h"
+#include "engine/scheduler/scheduler.h"
+#include "engine/tokenizer/stream_decoder.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace tributary {
+namespace engine_internal {
+
+// Everything the engine thread keeps about one accepted request. The stream
+// decoder and the stop matcher live here, not in the scheduler, so they
+// survive a preemption (the recompute only rebuilds the caches).
+struct RequestState {
+  uint64_t id = 0;
+  SamplingParams params;
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> output;  // generated so far
+  int32_t max_new_tokens = 1;
+  int priority = 0;
+  uint64_t seed = 0;
+  std::shared_ptr<TokenSink> sink;
+  std::optional<StreamDecoder> decoder;  // with a tokenizer only
+  std::optional<StopMatcher> matcher;
+  absl::Time submit_time;
+  std::optional<absl::Time> first_scheduled_time;
+  std::optional<absl::Time> first_token_time;
+  bool in_scheduler = false;
+};
+
+inline double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+
+}  // namespace engine_internal
+
+struct Engine::Impl {
+  EngineOptions options;
+  std::optional<ModelDirectory> owned_model;
+  const ModelDirectory* model = nullptr;
+  std::unique_ptr<Tokenizer> owned_tokenizer;
+  const Tokenizer* tokenizer = nullptr;
+  // Declared before the decoder: destroyed after it.
+  std::unique_ptr<CpuBackend> backend;
+  std::unique_ptr<HybridDecoder> decoder;
+  std::vector<int32_t> eos_ids;
+  int64_t vocab_size = 0;
+  int64_t context_tokens = 0;
+  int64_t max_waiting = 0;  // immutable copy of the scheduler's bound
+
+  // --- The inbox and the published state, under mu ---
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::unique_ptr<engine_internal::RequestState>> inbox_requests;
+  std::vector<uint64_t> inbox_cancels;
+  bool accepting = true;
+  bool failed = false;
+  bool stop_requested = false;
+  absl::Time deadline = absl::InfiniteFuture();
+  // Scheduler waiting + accepted but not yet added, as of the last drain.
+  int64_t published_waiting = 0;
+  Counts counts;
+  uint64_t next_id = 1;
+  std::mt19937_64 seed_generator;
+
+  std::mutex join_mu;
+  std::thread thread;
+
+  // --- Engine thread only ---
+  std::unique_ptr<Scheduler> scheduler;
+  Sampler sampler;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<engine_internal::RequestState>>
+      active;
+  // Accepted, not yet in the scheduler (its queue was full when we tried).
+  std::deque<uint64_t> pending;
+  bool stalled = false;
+  // Finished or cancelled sequences the scheduler has not forgotten yet (it
+  // does at the next Schedule()).
+  bool needs_forget = false;
+  int64_t num_steps = 0;
+  int64_t num_preemptions = 0;
+
+  bool HasWork() const {
+    return scheduler->has_unfinished() || !pending.empty();
+  }
+  bool ShouldStep() const { return (HasWork() && !stalled) || needs_forget; }
+  void Run();
+  // One Schedule / Forward / sample / Update round. Returns false after a
+  // fatal error (the engine failed).
+  bool Step();
+  void AddPending();
+  void CancelRequest(uint64_t id);
+  void CancelAll(const absl::Status& reason_for_log);
+  // Sends the final event and forgets the request.
+  void Finish(engine_internal::RequestState& r, TokenEvent event);
+  void FailRequest(engine_internal::RequestState& r, absl::Status status);
+  void Fatal(const absl::Status& status);
+  void Publish();
+  SequenceOutput Sample(engine_internal::RequestState& r,
+                        absl::Span<const float> row);
+};
+
+}  // namespace tributary
+
+#endif  // TRIBUTARY_ENGINE_ENGINE_IMPL_H_

@@ -1,0 +1,375 @@
+// The engine thread: drain the inbox, schedule, run the step, sample, stop,
+// send events, update the scheduler (design.md §2).
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/base/logging.h"
+#include "engine/base/status_macros.h"
+#include "engine/engine_impl.h"
+
+namespace tributary {
+
+using engine_internal::RequestState;
+using engine_internal::Seconds;
+
+void Engine::Impl::Finish(RequestState& r, TokenEvent event) {
+  const absl::Time now = absl::Now();
+  event.request_id = r.id;
+  event.is_final = true;
+  event.usage.num_prompt_tokens = static_cast<int64_t>(r.prompt.size());
+  event.usage.num_generated_tokens = static_cast<int64_t>(r.output.size());
+  event.timing.queue_seconds =
+      Seconds(r.first_scheduled_time.value_or(now) - r.submit_time);
+  event.timing.time_to_first_token_seconds =
+      r.first_token_time ? Seconds(*r.first_token_time - r.submit_time) : 0.0;
+  event.timing.total_seconds = Seconds(now - r.submit_time);
+  std::shared_ptr<TokenSink> sink = std::move(r.sink);
+  const uint64_t id = r.id;
+  active.erase(id);  // r is gone from here on
+  sink->OnEvent(event);
+}
+
+void Engine::Impl::FailRequest(RequestState& r, absl::Status status) {
+  LogError("request ", r.id, " failed: ", status.ToString());
+  TokenEvent event;
+  event.status = std::move(status);
+  Finish(r, std::move(event));
+}
+
+void Engine::Impl::CancelRequest(uint64_t id) {
+  auto it = active.find(id);
+  if (it == active.end()) return;  // finished already, or unknown
+  RequestState& r = *it->second;
+  if (r.in_scheduler) {
+    needs_forget = true;
+    absl::Status s = scheduler->Cancel(id);
+    if (!s.ok()) LogWarning("cancel of request ", id, ": ", s.ToString());
+  } else {
+    pending.erase(std::remove(pending.begin(), pending.end(), id),
+                  pending.end());
+  }
+  TokenEvent event;
+  // Release what was held back: nothing can complete it anymore.
+  event.text = r.matcher->Flush();
+  if (r.decoder) event.text += r.decoder->Finish();
+  event.finish_reason = FinishReason::kCancelled;
+  Finish(r, std::move(event));
+}
+
+void Engine::Impl::CancelAll(const absl::Status& reason_for_log) {
+  if (!active.empty()) {
+    LogInfo("cancelling ", active.size(),
+            " requests: ", reason_for_log.message());
+  }
+  std::vector<uint64_t> ids;
+  ids.reserve(active.size());
+  for (const auto& [id, r] : active) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (uint64_t id : ids) CancelRequest(id);
+}
+
+void Engine::Impl::AddPending() {
+  while (!pending.empty()) {
+    const uint64_t id = pending.front();
+    auto it = active.find(id);
+    if (it == active.end()) {  // cannot happen: cancel removes it
+      pending.pop_front();
+      continue;
+    }
+    RequestState& r = *it->second;
+    SequenceRequest seq;
+    seq.id = id;
+    seq.prompt = r.prompt;
+    seq.max_new_tokens = r.max_new_tokens;
+    seq.priority = r.priority;
+    absl::Status s = scheduler->Add(std::move(seq));
+    if (absl::IsResourceExhausted(s)) return;  // retried after the next step
+    pending.pop_front();
+    if (!s.ok()) {
+      FailRequest(r, std::move(s));
+      continue;
+    }
+    r.in_scheduler = true;
+  }
+}
+
+void Engine::Impl::Publish() {
+  std::lock_guard<std::mutex> lock(mu);
+  published_waiting =
+      scheduler->num_waiting() + static_cast<int64_t>(pending.size());
+  counts.num_active = static_cast<int64_t>(active.size());
+  counts.num_waiting = published_waiting;
+  counts.num_running = scheduler->num_running();
+  counts.num_sequences = scheduler->num_sequences();
+  counts.num_free_kv_blocks = scheduler->num_free_kv_blocks();
+  counts.num_free_state_slots = scheduler->num_free_state_slots();
+  counts.num_steps = num_steps;
+  counts.num_preemptions = num_preemptions;
+}
+
+void Engine::Impl::Fatal(const absl::Status& status) {
+  LogError("engine failed: ", status.ToString());
+  std::vector<std::unique_ptr<RequestState>> late;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    failed = true;
+    accepting = false;
+    late.swap(inbox_requests);
+    inbox_cancels.clear();
+  }
+  const absl::Status error = absl::UnavailableError(
+      absl::StrCat("the engine failed: ", status.message()));
+  for (auto& r : late) {
+    const uint64_t id = r->id;
+    active[id] = std::move(r);
+  }
+  std::vector<uint64_t> ids;
+  for (const auto& [id, r] : active) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (uint64_t id : ids) FailRequest(*active[id], error);
+  pending.clear();
+}
+
+SequenceOutput Engine::Impl::Sample(RequestState& r,
+                                    absl::Span<const float> row) {
+  SequenceOutput out;
+  out.id = r.id;
+  out.finished = true;  // unless a token continues it
+  const TokenHistory history{r.prompt, r.output};
+  absl::StatusOr<SampleResult> sample =
+      sampler.Sample(row, r.params, history, r.seed);
+  if (!sample.ok()) {
+    FailRequest(r, absl::InternalError(sample.status().message()));
+    return out;
+  }
+  const int32_t token = sample->token_id;
+  std::string delta;
+  if (r.decoder) {
+    absl::StatusOr<std::string> text = r.decoder->Add(token);
+    if (!text.ok()) {
+      FailRequest(r, absl::InternalError(text.status().message()));
+      return out;
+    }
+    delta = *std::move(text);
+  }
+  absl::StatusOr<StopDecision> decision = r.matcher->Add(token, delta);
+  if (!decision.ok()) {
+    FailRequest(r, absl::InternalError(decision.status().message()));
+    return out;
+  }
+  r.output.push_back(token);
+  if (!r.first_token_time) r.first_token_time = absl::Now();
+
+  TokenEvent event;
+  event.request_id = r.id;
+  event.has_token = true;
+  event.token_id = token;
+  event.text = std::move(decision->text);
+  event.logprob = sample->logprob;
+  event.top_logprobs = std::move(sample->top_logprobs);
+  if (!decision->finish) {
+    r.sink->OnEvent(event);
+    out.finished = false;
+    out.has_token = true;
+    out.token = token;
+    return out;
+  }
+  // A character still incomplete at the end comes out as U+FFFD (what
+  // Decode of the ids gives); text after a stop string is dropped.
+  if (r.decoder && *decision->finish != FinishReason::kStopString) {
+    event.text += r.decoder->Finish();
+  }
+  event.finish_reason = decision->finish;
+  event.matched_token_id = decision->matched_token_id;
+  if (decision->matched_stop_string) {
+    event.matched_stop_string =
+        r.params
+            .stop_strings[static_cast<size_t>(*decision->matched_stop_string)];
+  }
+  Finish(r, std::move(event));
+  return out;
+}
+
+bool Engine::Impl::Step() {
+  const absl::Time step_start = absl::Now();
+  absl::StatusOr<StepPlan> planned = scheduler->Schedule();
+  if (!planned.ok()) {
+    Fatal(planned.status());
+    return false;
+  }
+  StepPlan& plan = *planned;
+  num_preemptions += static_cast<int64_t>(plan.preempted_ids.size());
+  // plan.cancelled_ids: their sinks were finished when the cancel was
+  // processed.
+  needs_forget = false;
+  if (plan.empty()) {
+    // A plan may be empty after preempting the only running sequence (the
+    // next Schedule() readmits it): not a stall.
+    if (!plan.preempted_ids.empty()) return true;
+    if (HasWork() && !stalled) {
+      LogWarning("the scheduler planned nothing with ",
+                 scheduler->num_waiting(), " waiting; waiting for news");
+    }
+    stalled = HasWork();
+    return true;
+  }
+  stalled = false;
+  ++num_steps;
+
+  const size_t n = plan.sequences.size();
+  std::vector<RequestState*> requests(n, nullptr);
+  std::vector<bool> done(n, false);
+  StepResult result;
+  for (size_t i = 0; i < n; ++i) {
+    const ScheduledSequence& seq = plan.sequences[i];
+    auto it = active.find(seq.id);
+    if (it == active.end()) {  // a bug: free its resources
+      LogError("scheduled sequence ", seq.id, " has no request");
+      done[i] = true;
+      result.outputs.push_back({seq.id, false, 0, true});
+      continue;
+    }
+    requests[i] = it->second.get();
+    if (!requests[i]->first_scheduled_time) {
+      requests[i]->first_scheduled_time = step_start;
+    }
+    if (seq.reset_state_slot) {
+      absl::Status s = decoder->ResetStateSlot(seq.state_slot);
+      if (!s.ok()) {
+        FailRequest(*requests[i], absl::InternalError(s.message()));
+        done[i] = true;
+        result.outputs.push_back({seq.id, false, 0, true});
+      }
+    }
+  }
+
+  ForwardOptions forward_options;
+  forward_options.residual_stats = options.residual_stats;
+  forward_options.logits_for_all_tokens = false;
+  const absl::Time forward_start = absl::Now();
+  absl::StatusOr<ForwardOutput> forward =
+      decoder->Forward(ToBatchLayout(plan), plan.token_ids, forward_options);
+  const absl::Duration forward_time = absl::Now() - forward_start;
+  absl::Status forward_status = forward.status();
+  if (forward_status.ok() &&
+      (forward->logit_rows.size() != n ||
+       forward->logits.size() != n * static_cast<size_t>(vocab_size))) {
+    forward_status = absl::InternalError(
+        absl::StrCat("the forward returned ", forward->logit_rows.size(),
+                     " logit rows for ", n, " sequences"));
+  }
+  if (!forward_status.ok()) {
+    LogError("step ", num_steps, " failed: ", forward_status.ToString());
+  }
+
+  for (size_t i = 0; i < n; ++i) {
+    if (done[i]) continue;
+    RequestState& r = *requests[i];
+    const ScheduledSequence& seq = plan.sequences[i];
+    if (!forward_status.ok()) {
+      FailRequest(r, absl::InternalError(absl::StrCat(
+                         "forward step failed: ", forward_status.message())));
+      result.outputs.push_back({seq.id, false, 0, true});
+      continue;
+    }
+    if (!seq.samples_token()) continue;
+    const absl::Span<const float> row(
+        forward->logits.data() + i * static_cast<size_t>(vocab_size),
+        static_cast<size_t>(vocab_size));
+    result.outputs.push_back(Sample(r, row));
+  }
+
+  absl::Status updated = scheduler->Update(result);
+  needs_forget = true;
+  if (!updated.ok()) {
+    Fatal(updated);
+    return false;
+  }
+
+  const absl::Duration step_time = absl::Now() - step_start;
+  if (options.observer != nullptr) {
+    StepStats stats;
+    stats.num_sequences = static_cast<int64_t>(n);
+    stats.num_tokens = plan.num_tokens();
+    for (const ScheduledSequence& seq : plan.sequences) {
+      if (seq.samples_token()) ++stats.num_sampled;
+    }
+    stats.num_preempted = static_cast<int64_t>(plan.preempted_ids.size());
+    stats.num_waiting = scheduler->num_waiting();
+    stats.kv_block_usage = scheduler->kv_block_usage();
+    stats.state_slot_usage = scheduler->state_slot_usage();
+    stats.step_seconds = Seconds(step_time);
+    stats.forward_seconds = Seconds(forward_time);
+    stats.outside_forward_seconds = Seconds(step_time - forward_time);
+    options.observer->OnStep(stats);
+  }
+  return true;
+}
+
+void Engine::Impl::Run() {
+  for (;;) {
+    std::vector<std::unique_ptr<RequestState>> new_requests;
+    std::vector<uint64_t> cancels;
+    bool stop = false;
+    absl::Time stop_deadline;
+    bool exit_loop = false;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      for (;;) {
+        if (!inbox_requests.empty() || !inbox_cancels.empty()) break;
+        if (ShouldStep()) break;
+        if (stalled) {
+          // Should not happen (a sequence running alone always progresses);
+          // retry now and then rather than hang.
+          cv.wait_for(lock, std::chrono::milliseconds(10));
+          stalled = false;
+          continue;
+        }
+        if (stop_requested) {
+          if (!HasWork()) {
+            exit_loop = true;
+            break;
+          }
+          const absl::Duration left = deadline - absl::Now();
+          if (left <= absl::ZeroDuration()) break;
+          // Bounded, so an infinite deadline is no special case.
+          cv.wait_for(
+              lock, absl::ToChronoNanoseconds(std::min(left, absl::Hours(1))));
+          continue;
+        }
+        cv.wait(lock);
+      }
+      // Keep counting the drained requests against the queue bound until
+      // the next Publish().
+      published_waiting += static_cast<int64_t>(inbox_requests.size());
+      new_requests.swap(inbox_requests);
+      cancels.swap(inbox_cancels);
+      stop = stop_requested;
+      stop_deadline = deadline;
+    }
+    if (exit_loop) break;
+
+    for (auto& r : new_requests) {
+      const uint64_t id = r->id;
+      pending.push_back(id);
+      active[id] = std::move(r);
+    }
+    for (uint64_t id : cancels) CancelRequest(id);
+    if (stop && absl::Now() >= stop_deadline) {
+      CancelAll(absl::CancelledError("shutdown deadline reached"));
+    }
+    AddPending();
+    bool ok = true;
+    // With no work, an empty Schedule() still forgets finished sequences.
+    if (ShouldStep()) ok = Step();
+    // A step may have freed room in the scheduler's queue.
+    if (ok) AddPending();
+    Publish();
+    if (!ok) break;
+  }
+  Publish();
+}
+
+}  // namespace tributary

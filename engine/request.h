@@ -1,0 +1,92 @@
+// What a client hands the engine (GenerateRequest) and what it gets back, one
+// event at a time, through its TokenSink (design.md §2, §6).
+#ifndef TRIBUTARY_ENGINE_REQUEST_H_
+#define TRIBUTARY_ENGINE_REQUEST_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/sampling/finish_reason.h"
+#include "engine/sampling/logprobs.h"
+#include "engine/sampling/sampling_params.h"
+
+namespace tributary {
+
+struct GenerateRequest {
+  // The prompt: token ids, or text when the engine has a tokenizer (exactly
+  // one of the two must be set; the text is encoded by Submit, without any
+  // chat template).
+  std::vector<int32_t> prompt_ids;
+  std::optional<std::string> prompt_text;
+  // Sampling and stopping. sampling.max_new_tokens unset = the room left in
+  // the context, capped by EngineOptions::max_new_tokens_limit.
+  SamplingParams sampling;
+  // Higher is admitted first; never preempts a running request.
+  int priority = 0;
+  // Leave special tokens out of the text deltas.
+  bool skip_special_tokens = true;
+};
+
+struct TokenUsage {
+  int64_t num_prompt_tokens = 0;
+  int64_t num_generated_tokens = 0;
+};
+
+struct RequestTiming {
+  // Submit -> first scheduled in a step.
+  double queue_seconds = 0.0;
+  // Submit -> first token (0 when no token was generated).
+  double time_to_first_token_seconds = 0.0;
+  // Submit -> final event.
+  double total_seconds = 0.0;
+};
+
+// One event for a request. Every accepted request gets zero or more token
+// events and then exactly one final event (is_final), after which nothing.
+struct TokenEvent {
+  uint64_t request_id = 0;
+  // A generated token (also set on a final event that carries one, e.g. the
+  // last token on length, or the EOS / stop token that ended generation).
+  bool has_token = false;
+  int32_t token_id = -1;
+  // Text released by this event: always complete UTF-8, possibly empty
+  // (held back while it may be part of a stop string or of a character;
+  // empty without a tokenizer).
+  std::string text;
+  // When sampling.num_logprobs is set: the token's raw logprob and the top
+  // num_logprobs of the raw distribution.
+  std::optional<float> logprob;
+  std::vector<TokenLogprob> top_logprobs;
+
+  // --- On the final event only ---
+  bool is_final = false;
+  // OK, or the error that ended the request (INTERNAL for a failed step or a
+  // non-finite logit; UNAVAILABLE when the engine failed).
+  absl::Status status;
+  // Set when status is OK.
+  std::optional<FinishReason> finish_reason;
+  // kStop / kStopToken: the token id; kStopString: the string.
+  std::optional<int32_t> matched_token_id;
+  std::optional<std::string> matched_stop_string;
+  TokenUsage usage;
+  RequestTiming timing;
+};
+
+// Receives a request's events. Called on the engine thread, one call at a
+// time per sink, in order. Contract: OnEvent must not block and should be
+// cheap (copy or move the event into a buffer; the gRPC layer buffers): every
+// other request waits while it runs. It must not call Engine::Shutdown (it
+// may call Submit and Cancel). The engine keeps the sink alive until the
+// final event has been delivered.
+class TokenSink {
+ public:
+  virtual ~TokenSink() = default;
+  virtual void OnEvent(const TokenEvent& event) = 0;
+};
+
+}  // namespace tributary
+
+#endif  // TRIBUTARY_ENGINE_REQUEST_H_

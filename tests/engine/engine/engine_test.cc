@@ -1,0 +1,431 @@
+#include "engine/engine.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/engine/engine/engine_test_util.h"
+
+namespace tributary {
+namespace {
+
+using ::testing::HasSubstr;
+using testing_util::DefaultModel;
+using testing_util::DefaultTokenizer;
+using testing_util::RecordingSink;
+using testing_util::SmallEngineOptions;
+
+constexpr absl::Duration kTimeout = absl::Seconds(60);
+
+std::vector<int32_t> Encode(const std::string& text) {
+  auto ids = DefaultTokenizer().Encode(text);
+  EXPECT_TRUE(ids.ok()) << ids.status();
+  return ids.ok() ? *ids : std::vector<int32_t>{1};
+}
+
+GenerateRequest Greedy(std::vector<int32_t> prompt, int32_t max_new_tokens) {
+  GenerateRequest request;
+  request.prompt_ids = std::move(prompt);
+  request.sampling.temperature = 0.0f;
+  request.sampling.max_new_tokens = max_new_tokens;
+  request.sampling.ignore_eos = true;
+  return request;
+}
+
+// Submits and waits for the final event.
+std::shared_ptr<RecordingSink> RunToEnd(Engine& engine,
+                                        GenerateRequest request) {
+  auto sink = std::make_shared<RecordingSink>();
+  auto id = engine.Submit(std::move(request), sink);
+  EXPECT_TRUE(id.ok()) << id.status();
+  if (id.ok()) {
+    EXPECT_TRUE(sink->WaitFinal(kTimeout));
+  }
+  return sink;
+}
+
+const std::vector<std::string>& Prompts() {
+  static const std::vector<std::string> prompts = {
+      "ROMEO:\nBut soft, what light",
+      "KING RICHARD:\nNow is the winter of our discontent, made glorious",
+      "First Citizen:\nBefore we proceed any further, hear me speak.",
+      "JULIET:\nO",
+      "HAMLET:\nTo be, or not to be, that is the question: whether 'tis "
+      "nobler in the mind to suffer the slings and arrows",
+      "MENENIUS:\nWhat work's, my countrymen, in hand? where go you",
+  };
+  return prompts;
+}
+
+TEST(EngineTest, SubmitValidationNamesTheField) {
+  auto engine = Engine::Create(SmallEngineOptions(16, 2));
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  Engine& e = **engine;
+  auto sink = std::make_shared<RecordingSink>();
+  auto expect_error = [&](GenerateRequest r, absl::string_view field) {
+    auto id = e.Submit(std::move(r), sink);
+    ASSERT_FALSE(id.ok()) << field;
+    EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(id.status().message()), HasSubstr(field));
+  };
+  expect_error(GenerateRequest{}, "prompt_ids");
+  expect_error(Greedy({1, 5000, 2}, 4), "prompt_ids[1]");
+  expect_error(Greedy({1, -1}, 4), "prompt_ids[1]");
+  {
+    GenerateRequest r = Greedy({1, 2}, 4);
+    r.prompt_text = "hello";
+    expect_error(r, "prompt_text");
+  }
+  {
+    GenerateRequest r;
+    r.prompt_text = "hello";  // no tokenizer in this engine
+    expect_error(r, "prompt_text");
+  }
+  {
+    GenerateRequest r = Greedy({1, 2}, 4);
+    r.sampling.temperature = -1.0f;
+    expect_error(r, "temperature");
+  }
+  {
+    GenerateRequest r = Greedy({1, 2}, 4);
+    r.sampling.top_p = 0.0f;
+    expect_error(r, "top_p");
+  }
+  {
+    GenerateRequest r = Greedy({1, 2}, 4);
+    r.sampling.stop_token_ids = {3008};
+    expect_error(r, "stop_token_ids");
+  }
+  {
+    GenerateRequest r = Greedy({1, 2}, 4);
+    r.sampling.stop_strings = {""};
+    expect_error(r, "stop_strings");
+  }
+  expect_error(Greedy({1, 2}, 0), "max_new_tokens");
+  // The pool holds 16 blocks of 16 = 256 tokens: the context.
+  EXPECT_EQ(e.capacity().max_sequence_tokens, 256);
+  expect_error(Greedy({1, 2}, 255), "max_new_tokens");
+  expect_error(Greedy(std::vector<int32_t>(256, 7), 1), "prompt");
+  {
+    auto id = e.Submit(Greedy({1, 2}, 4), nullptr);
+    ASSERT_FALSE(id.ok());
+    EXPECT_THAT(std::string(id.status().message()), HasSubstr("sink"));
+  }
+  EXPECT_EQ(sink->events().size(), 0u);
+  // A request without max_new_tokens gets the room left in the context.
+  GenerateRequest r = Greedy({1, 2}, 4);
+  r.sampling.max_new_tokens.reset();
+  auto done = RunToEnd(e, r);
+  EXPECT_EQ(done->final_event().usage.num_generated_tokens, 254);
+  EXPECT_EQ(done->final_event().finish_reason, FinishReason::kLength);
+}
+
+TEST(EngineTest, OptionsValidation) {
+  EngineOptions options;
+  EXPECT_THAT(std::string(Engine::Create(options).status().message()),
+              HasSubstr("model"));
+  options = SmallEngineOptions(16, 2);
+  options.num_threads = -1;
+  EXPECT_THAT(std::string(Engine::Create(options).status().message()),
+              HasSubstr("num_threads"));
+  options = SmallEngineOptions(0, 0);
+  EXPECT_THAT(std::string(Engine::Create(options).status().message()),
+              HasSubstr("cache_memory_budget_bytes"));
+  options.scheduler.max_running_sequences = 8;
+  options.cache_memory_budget_bytes = int64_t{64} << 20;
+  auto engine = Engine::Create(options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EXPECT_GT((*engine)->capacity().num_kv_blocks, 0);
+  EXPECT_GT((*engine)->capacity().num_state_slots, 0);
+  EXPECT_EQ((*engine)->capacity().max_sequence_tokens, 1024);
+}
+
+TEST(EngineTest, FullWaitingQueueIsResourceExhausted) {
+  EngineOptions options = SmallEngineOptions(64, 1);
+  options.scheduler.max_waiting = 2;
+  auto engine = Engine::Create(options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::vector<std::shared_ptr<RecordingSink>> sinks;
+  std::vector<uint64_t> ids;
+  int num_exhausted = 0;
+  for (int i = 0; i < 20; ++i) {
+    auto sink = std::make_shared<RecordingSink>();
+    auto id = (*engine)->Submit(Greedy({1, 2, 3}, 500), sink);
+    if (id.ok()) {
+      sinks.push_back(sink);
+      ids.push_back(*id);
+    } else {
+      EXPECT_EQ(id.status().code(), absl::StatusCode::kResourceExhausted)
+          << id.status();
+      ++num_exhausted;
+    }
+  }
+  EXPECT_GT(num_exhausted, 0);
+  EXPECT_LE(ids.size(), 4u);
+  for (uint64_t id : ids) (*engine)->Cancel(id);
+  for (auto& sink : sinks) {
+    ASSERT_TRUE(sink->WaitFinal(kTimeout));
+    EXPECT_EQ(sink->final_event().finish_reason, FinishReason::kCancelled);
+    EXPECT_EQ(sink->num_violations(), 0);
+  }
+}
+
+TEST(EngineTest, ShutdownCancelsWorkInFlight) {
+  auto engine = Engine::Create(SmallEngineOptions(64, 2));
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::vector<std::shared_ptr<RecordingSink>> sinks;
+  for (int i = 0; i < 4; ++i) {
+    auto sink = std::make_shared<RecordingSink>();
+    ASSERT_TRUE((*engine)->Submit(Greedy({1, 2, 3, 4}, 1000), sink).ok());
+    sinks.push_back(sink);
+  }
+  absl::SleepFor(absl::Milliseconds(20));
+  (*engine)->Shutdown(absl::Now());
+  for (auto& sink : sinks) {
+    EXPECT_EQ(sink->num_finals(), 1);
+    EXPECT_EQ(sink->num_violations(), 0);
+    EXPECT_EQ(sink->final_event().finish_reason, FinishReason::kCancelled);
+  }
+  auto late =
+      (*engine)->Submit(Greedy({1}, 1), std::make_shared<RecordingSink>());
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kUnavailable);
+  (*engine)->Shutdown(absl::Now());  // idempotent
+  Engine::Counts counts = (*engine)->counts();
+  EXPECT_EQ(counts.num_active, 0);
+  EXPECT_EQ(counts.num_free_kv_blocks, 64);
+  EXPECT_EQ(counts.num_free_state_slots, 2);
+}
+
+TEST(EngineTest, ShutdownWithDeadlineLetsWorkFinish) {
+  auto engine = Engine::Create(SmallEngineOptions(64, 2));
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  auto sink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE((*engine)->Submit(Greedy({1, 2, 3}, 5), sink).ok());
+  (*engine)->Shutdown(absl::Now() + kTimeout);
+  EXPECT_EQ(sink->num_finals(), 1);
+  EXPECT_EQ(sink->final_event().finish_reason, FinishReason::kLength);
+  EXPECT_EQ(sink->token_ids().size(), 5u);
+}
+
+class CountingObserver : public EngineObserver {
+ public:
+  void OnStep(const StepStats& stats) override {
+    ++num_steps;
+    max_batch = std::max(max_batch, stats.num_sequences);
+    ok = ok && stats.num_tokens >= stats.num_sequences &&
+         stats.step_seconds >= stats.forward_seconds &&
+         stats.outside_forward_seconds >= 0.0;
+  }
+  int64_t num_steps = 0;  // engine thread only; read after Shutdown
+  int64_t max_batch = 0;
+  bool ok = true;
+};
+
+// N greedy requests at once == the same requests one at a time, also on a
+// cache so small that sequences are preempted and recomputed.
+TEST(EngineTest, BatchInvarianceEndToEnd) {
+  constexpr int32_t kMaxNew = 24;
+  std::vector<std::vector<int32_t>> alone;
+  {
+    auto engine = Engine::Create(SmallEngineOptions(64, 8));
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    for (const std::string& p : Prompts()) {
+      alone.push_back(
+          RunToEnd(**engine, Greedy(Encode(p), kMaxNew))->token_ids());
+      ASSERT_EQ(alone.back().size(), static_cast<size_t>(kMaxNew));
+    }
+  }
+  for (int64_t num_blocks : {64, 8}) {
+    SCOPED_TRACE(num_blocks);
+    EngineOptions options = SmallEngineOptions(num_blocks, 4);
+    options.scheduler.max_tokens_per_step = 24;  // chunked prefills
+    options.residual_stats = true;
+    CountingObserver observer;
+    options.observer = &observer;
+    auto engine = Engine::Create(options);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    std::vector<std::shared_ptr<RecordingSink>> sinks;
+    for (const std::string& p : Prompts()) {
+      auto sink = std::make_shared<RecordingSink>();
+      ASSERT_TRUE((*engine)->Submit(Greedy(Encode(p), kMaxNew), sink).ok());
+      sinks.push_back(sink);
+    }
+    for (size_t i = 0; i < sinks.size(); ++i) {
+      ASSERT_TRUE(sinks[i]->WaitFinal(kTimeout));
+      EXPECT_EQ(sinks[i]->token_ids(), alone[i]) << "request " << i;
+      EXPECT_EQ(sinks[i]->num_violations(), 0);
+    }
+    if (num_blocks == 8) {
+      EXPECT_GT((*engine)->counts().num_preemptions, 0);
+    }
+    (*engine)->Shutdown(absl::Now());
+    EXPECT_GT(observer.num_steps, 0);
+    EXPECT_GT(observer.max_batch, 1);
+    EXPECT_TRUE(observer.ok);
+  }
+}
+
+TEST(EngineTest, SeededSamplingIsReproducibleInAnyBatch) {
+  auto seeded = [] {
+    GenerateRequest r;
+    r.prompt_ids = Encode("ROMEO:\nBut soft");
+    r.sampling.temperature = 0.9f;
+    r.sampling.top_k = 40;
+    r.sampling.top_p = 0.95f;
+    r.sampling.seed = 77;
+    r.sampling.max_new_tokens = 20;
+    r.sampling.ignore_eos = true;
+    r.sampling.num_logprobs = 3;
+    return r;
+  };
+  std::vector<int32_t> alone;
+  {
+    auto engine = Engine::Create(SmallEngineOptions(64, 8));
+    ASSERT_TRUE(engine.ok());
+    auto sink = RunToEnd(**engine, seeded());
+    alone = sink->token_ids();
+    ASSERT_EQ(alone.size(), 20u);
+    for (const TokenEvent& e : sink->events()) {
+      if (!e.has_token) continue;
+      ASSERT_TRUE(e.logprob.has_value());
+      EXPECT_LE(*e.logprob, 0.0f);
+      EXPECT_EQ(e.top_logprobs.size(), 3u);
+    }
+  }
+  for (int64_t num_blocks : {64, 8}) {
+    EngineOptions options = SmallEngineOptions(num_blocks, 4);
+    options.seed_generator_seed = 99;
+    auto engine = Engine::Create(options);
+    ASSERT_TRUE(engine.ok());
+    std::vector<std::shared_ptr<RecordingSink>> others;
+    for (int i = 0; i < 3; ++i) {
+      GenerateRequest r;
+      r.prompt_ids = Encode(Prompts()[static_cast<size_t>(i)]);
+      r.sampling.max_new_tokens = 30;  // unseeded
+      auto sink = std::make_shared<RecordingSink>();
+      ASSERT_TRUE((*engine)->Submit(r, sink).ok());
+      others.push_back(sink);
+    }
+    auto sink = RunToEnd(**engine, seeded());
+    EXPECT_EQ(sink->token_ids(), alone) << num_blocks;
+    for (auto& other : others) ASSERT_TRUE(other->WaitFinal(kTimeout));
+  }
+}
+
+TEST(EngineTest, StopStringAndStopTokenEndWithTheirReason) {
+  EngineOptions options = SmallEngineOptions(64, 4);
+  options.tokenizer = &DefaultTokenizer();
+  auto engine = Engine::Create(options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  GenerateRequest base;
+  base.prompt_text = "ROMEO:\nBut soft, what light";
+  base.sampling.temperature = 0.0f;
+  base.sampling.max_new_tokens = 40;
+  base.sampling.ignore_eos = true;
+  auto full = RunToEnd(**engine, base);
+  const std::vector<int32_t> ids = full->token_ids();
+  ASSERT_EQ(ids.size(), 40u);
+  EXPECT_EQ(full->final_event().finish_reason, FinishReason::kLength);
+  auto decoded = DefaultTokenizer().Decode(ids, /*skip_special_tokens=*/true);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(full->text(), *decoded);
+  const std::string text = *decoded;
+  ASSERT_GE(text.size(), 12u);
+
+  // A stop string from the middle of the text: the output is the text before
+  // its first occurrence.
+  const std::string stop = text.substr(text.size() / 2, 3);
+  GenerateRequest with_stop = base;
+  with_stop.sampling.stop_strings = {"never appears", stop};
+  auto stopped = RunToEnd(**engine, with_stop);
+  TokenEvent last = stopped->final_event();
+  EXPECT_EQ(last.finish_reason, FinishReason::kStopString);
+  EXPECT_EQ(last.matched_stop_string, stop);
+  EXPECT_EQ(stopped->text(), text.substr(0, text.find(stop)));
+  EXPECT_LT(stopped->token_ids().size(), ids.size());
+
+  with_stop.sampling.include_stop_string_in_output = true;
+  EXPECT_EQ(RunToEnd(**engine, with_stop)->text(),
+            text.substr(0, text.find(stop) + stop.size()));
+
+  // A stop token id: generation ends on it, its text is not emitted.
+  GenerateRequest with_token = base;
+  with_token.sampling.stop_token_ids = {ids[5]};
+  size_t first = 0;
+  while (ids[first] != ids[5]) ++first;
+  auto token_stopped = RunToEnd(**engine, with_token);
+  last = token_stopped->final_event();
+  EXPECT_EQ(last.finish_reason, FinishReason::kStopToken);
+  EXPECT_EQ(last.matched_token_id, ids[5]);
+  const std::vector<int32_t> prefix(ids.begin(), ids.begin() + first + 1);
+  EXPECT_EQ(token_stopped->token_ids(), prefix);
+  EXPECT_EQ(last.usage.num_generated_tokens, static_cast<int64_t>(first + 1));
+  auto before =
+      DefaultTokenizer().Decode(absl::MakeConstSpan(ids.data(), first), true);
+  ASSERT_TRUE(before.ok());
+  EXPECT_EQ(token_stopped->text(), *before);
+  EXPECT_GT(last.usage.num_prompt_tokens, 0);
+  EXPECT_GE(last.timing.total_seconds, last.timing.time_to_first_token_seconds);
+  EXPECT_GE(last.timing.time_to_first_token_seconds, last.timing.queue_seconds);
+}
+// The model's EOS ids (from generation_config.json) end generation with
+// kStop unless ignore_eos. A copy of the default model whose EOS id is a token
+// greedy generation produces.
+TEST(EngineTest, EosEndsWithStop) {
+  auto engine = Engine::Create(SmallEngineOptions(64, 4));
+  ASSERT_TRUE(engine.ok());
+  const std::vector<int32_t> prompt = Encode(Prompts()[0]);
+  const std::vector<int32_t> ids =
+      RunToEnd(**engine, Greedy(prompt, 12))->token_ids();
+  ASSERT_EQ(ids.size(), 12u);
+  const int32_t eos = ids[4];
+  size_t first = 0;
+  while (ids[first] != eos) ++first;
+
+  const std::string dir = ::testing::TempDir() + "/engine_test_eos_model";
+  const std::string src = testing_util::DefaultModelDir();
+  ASSERT_EQ(
+      std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "' && cp '" +
+                   src + "/config.json' '" + src + "/tokenizer.json' '" + src +
+                   "/tokenizer_config.json' '" + dir + "/' && ln -s '" + src +
+                   "/model.safetensors' '" + dir + "/'")
+                      .c_str()),
+      0);
+  {
+    std::ofstream out(dir + "/generation_config.json");
+    out << "{\"eos_token_id\": [" << eos << "]}";
+  }
+  EngineOptions options = SmallEngineOptions(64, 4);
+  options.model = nullptr;
+  options.model_dir = dir;
+  options.load_tokenizer = true;
+  auto eos_engine = Engine::Create(options);
+  ASSERT_TRUE(eos_engine.ok()) << eos_engine.status();
+  GenerateRequest r = Greedy(prompt, 12);
+  r.sampling.ignore_eos = false;
+  auto sink = RunToEnd(**eos_engine, r);
+  TokenEvent last = sink->final_event();
+  EXPECT_EQ(last.finish_reason, FinishReason::kStop);
+  EXPECT_EQ(last.matched_token_id, eos);
+  EXPECT_EQ(sink->token_ids(),
+            std::vector<int32_t>(ids.begin(), ids.begin() + first + 1));
+  auto before =
+      DefaultTokenizer().Decode(absl::MakeConstSpan(ids.data(), first), true);
+  ASSERT_TRUE(before.ok());
+  EXPECT_EQ(sink->text(), *before);
+  // ignore_eos generates through it.
+  r.sampling.ignore_eos = true;
+  auto through = RunToEnd(**eos_engine, r);
+  EXPECT_EQ(through->final_event().finish_reason, FinishReason::kLength);
+  EXPECT_EQ(through->token_ids(), ids);
+}
+
+}  // namespace
+}  // namespace tributary

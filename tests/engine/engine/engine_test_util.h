@@ -1,0 +1,58 @@
+// Shared helpers of the engine tests: the default model, loaded once, and a
+// sink that records events and checks the event protocol.
+#ifndef TRIBUTARY_TESTS_ENGINE_ENGINE_ENGINE_TEST_UTIL_H_
+#define TRIBUTARY_TESTS_ENGINE_ENGINE_ENGINE_TEST_UTIL_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "engine/engine.h"
+#include "engine/model/model_directory.h"
+#include "engine/request.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace tributary {
+namespace testing_util {
+
+std::string DefaultModelDir();
+// Loaded once per process.
+const ModelDirectory& DefaultModel();
+const Tokenizer& DefaultTokenizer();
+
+// Options on the default model with explicit pools.
+EngineOptions SmallEngineOptions(int64_t num_kv_blocks,
+                                 int64_t num_state_slots);
+
+// Records events; counts protocol violations (an event after the final one,
+// an event for another request id).
+class RecordingSink : public TokenSink {
+ public:
+  void OnEvent(const TokenEvent& event) override;
+
+  // Waits for the final event; false on timeout.
+  bool WaitFinal(absl::Duration timeout);
+
+  int num_finals() const;
+  int num_violations() const;
+  std::vector<TokenEvent> events() const;
+  TokenEvent final_event() const;  // requires num_finals() == 1
+  std::vector<int32_t> token_ids() const;
+  std::string text() const;  // concatenated deltas
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<TokenEvent> events_;
+  int num_finals_ = 0;
+  int num_violations_ = 0;
+};
+
+}  // namespace testing_util
+}  // namespace tributary
+
+#endif  // TRIBUTARY_TESTS_ENGINE_ENGINE_ENGINE_TEST_UTIL_H_
