@@ -1,0 +1,482 @@
+// tributary-bench: offline throughput of the engine (no server).
+//
+//   tributary-bench [--model DIR] [--num-requests N] [--prompt-tokens P]
+//                   [--output-tokens O]
+//                   [--concurrency C | --rate R]
+//                   [--threads T] [--seed S] [--max-running M]
+//                   [--max-tokens-per-step K] [--cache-mib MIB]
+//                   [--warmup W] [--tokenizer] [--json]
+//
+// N requests, each with a synthetic prompt of P token ids (deterministic from
+// --seed) and exactly O generated tokens (greedy, ignore_eos). They are
+// submitted all at once (the default), or keeping at most C in flight (a new
+// one is submitted when one finishes), or at R requests/s with Poisson
+// arrivals (exponential gaps drawn from --seed). Before the measurement W
+// warm-up requests run (not counted).
+//
+// Reports requests/s and generated tokens/s over the wall time from the first
+// submit to the last final event, TTFT (the engine's timing) and inter-token
+// latency (gaps between token arrivals at the sink, absl::Now) percentiles,
+// the mean batch size (sequences per step) and the engine-loop overhead (time
+// outside the forward pass as a fraction of the step), both from the
+// EngineObserver, and the failures per status code. Human-readable on stdout,
+// or one JSON object with --json. Engine logs go to stderr.
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "engine/base/cli.h"
+#include "engine/base/logging.h"
+#include "engine/base/status_macros.h"
+#include "engine/engine.h"
+#include "engine/model/model_directory.h"
+#include "engine/model/model_locator.h"
+#include "engine/request.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "nlohmann/json.hpp"
+
+namespace tributary {
+namespace {
+
+using Json = nlohmann::json;
+
+// What one request's sink records. Written on the engine thread under `mu`
+// (an append or a copy: never blocks for long), read by main after the final.
+struct RequestRecord {
+  std::mutex mu;
+  std::vector<absl::Time> token_times;
+  bool done = false;
+  absl::Status status;
+  int64_t num_generated = 0;
+  RequestTiming timing;
+};
+
+// Completion notifications for the driver.
+class Completions {
+ public:
+  void Notify() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++num_done_;
+      last_done_ = absl::Now();
+    }
+    cv_.notify_all();
+  }
+  // Waits until at least `n` requests have finished.
+  void WaitFor(int64_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return num_done_ >= n; });
+  }
+  int64_t num_done() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return num_done_;
+  }
+  absl::Time last_done() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_done_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t num_done_ = 0;
+  absl::Time last_done_ = absl::InfinitePast();
+};
+
+class BenchSink : public TokenSink {
+ public:
+  BenchSink(RequestRecord* record, Completions* completions)
+      : record_(record), completions_(completions) {}
+
+  void OnEvent(const TokenEvent& event) override {
+    const absl::Time now = absl::Now();
+    {
+      std::lock_guard<std::mutex> lock(record_->mu);
+      if (event.has_token) record_->token_times.push_back(now);
+      if (event.is_final) {
+        record_->done = true;
+        record_->status = event.status;
+        record_->num_generated = event.usage.num_generated_tokens;
+        record_->timing = event.timing;
+      }
+    }
+    if (event.is_final) completions_->Notify();
+  }
+
+ private:
+  RequestRecord* record_;
+  Completions* completions_;
+};
+
+// Sums of the per-step statistics.
+class BenchObserver : public EngineObserver {
+ public:
+  void OnStep(const StepStats& stats) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++num_steps_;
+    sum_sequences_ += stats.num_sequences;
+    sum_tokens_ += stats.num_tokens;
+    sum_step_ += stats.step_seconds;
+    sum_forward_ += stats.forward_seconds;
+    sum_outside_ += stats.outside_forward_seconds;
+    if (stats.step_seconds > 0) {
+      sum_fraction_ += stats.outside_forward_seconds / stats.step_seconds;
+    }
+  }
+  void Reset() {
+    std::lock_guard<std::mutex> lock(mu_);
+    num_steps_ = sum_sequences_ = sum_tokens_ = 0;
+    sum_step_ = sum_forward_ = sum_outside_ = sum_fraction_ = 0.0;
+  }
+  Json Summary() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    const double n = num_steps_ > 0 ? static_cast<double>(num_steps_) : 1.0;
+    Json out;
+    out["num_steps"] = num_steps_;
+    out["mean_batch_size"] = sum_sequences_ / n;
+    out["mean_tokens_per_step"] = sum_tokens_ / n;
+    out["mean_step_ms"] = 1e3 * sum_step_ / n;
+    out["mean_forward_ms"] = 1e3 * sum_forward_ / n;
+    out["mean_outside_forward_ms"] = 1e3 * sum_outside_ / n;
+    // Total time outside the forward over total step time, and the mean of
+    // the per-step fractions.
+    out["overhead_fraction"] = sum_step_ > 0 ? sum_outside_ / sum_step_ : 0.0;
+    out["mean_step_overhead_fraction"] = sum_fraction_ / n;
+    out["total_step_seconds"] = sum_step_;
+    return out;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  int64_t num_steps_ = 0;
+  int64_t sum_sequences_ = 0;
+  int64_t sum_tokens_ = 0;
+  double sum_step_ = 0.0;
+  double sum_forward_ = 0.0;
+  double sum_outside_ = 0.0;
+  double sum_fraction_ = 0.0;
+};
+
+// Nearest-rank percentile of sorted `v` (0 when empty).
+double Percentile(const std::vector<double>& v, double p) {
+  if (v.empty()) return 0.0;
+  const double rank = std::ceil(p / 100.0 * static_cast<double>(v.size()));
+  const size_t i = static_cast<size_t>(std::max(1.0, rank)) - 1;
+  return v[std::min(i, v.size() - 1)];
+}
+
+Json Percentiles(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  double sum = 0.0;
+  for (double x : v) sum += x;
+  Json out;
+  out["count"] = v.size();
+  out["mean_ms"] = v.empty() ? 0.0 : 1e3 * sum / static_cast<double>(v.size());
+  out["p50_ms"] = 1e3 * Percentile(v, 50);
+  out["p90_ms"] = 1e3 * Percentile(v, 90);
+  out["p99_ms"] = 1e3 * Percentile(v, 99);
+  return out;
+}
+
+absl::Status Run(int argc, char** argv) {
+  ASSIGN_OR_RETURN(
+      CliArgs args,
+      CliArgs::Parse(argc, argv,
+                     {"model", "num-requests", "prompt-tokens", "output-tokens",
+                      "concurrency", "rate", "threads", "seed", "max-running",
+                      "max-tokens-per-step", "cache-mib", "warmup"},
+                     {"json", "tokenizer"}));
+  if (!args.positional().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", args.positional()[0], "'"));
+  }
+  ASSIGN_OR_RETURN(int64_t num_requests,
+                   args.GetInt("num-requests", 64, 1, 1 << 20));
+  ASSIGN_OR_RETURN(int64_t prompt_tokens,
+                   args.GetInt("prompt-tokens", 32, 1, 1 << 20));
+  ASSIGN_OR_RETURN(int64_t output_tokens,
+                   args.GetInt("output-tokens", 64, 1, 1 << 20));
+  ASSIGN_OR_RETURN(int64_t concurrency,
+                   args.GetInt("concurrency", 0, 1, 1 << 20));
+  ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0, 0, 1024));
+  ASSIGN_OR_RETURN(int64_t seed, args.GetInt("seed", 1, 0, INT64_MAX));
+  ASSIGN_OR_RETURN(int64_t max_running,
+                   args.GetInt("max-running", 64, 1, 1 << 20));
+  ASSIGN_OR_RETURN(int64_t max_tokens_per_step,
+                   args.GetInt("max-tokens-per-step", 512, 1, 1 << 24));
+  ASSIGN_OR_RETURN(int64_t cache_mib, args.GetInt("cache-mib", 256, 1, 1 << 24));
+  ASSIGN_OR_RETURN(int64_t warmup, args.GetInt("warmup", 1, 0, 1 << 20));
+  double rate = 0.0;
+  if (args.Has("rate")) {
+    const std::string text = *args.Get("rate");
+    char* end = nullptr;
+    rate = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !(rate > 0.0) || !std::isfinite(rate)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rate: '", text, "' is not a positive number of requests/s"));
+    }
+  }
+  if (args.Has("rate") && args.Has("concurrency")) {
+    return absl::InvalidArgumentError(
+        "give at most one of --concurrency C and --rate R");
+  }
+  const bool json_output = args.Has("json");
+
+  ModelSearch search;
+  search.flag = args.Get("model");
+  if (const char* env = std::getenv("TRIBUTARY_MODEL")) search.environment = env;
+  search.defaults = DefaultModelDirectories();
+  ASSIGN_OR_RETURN(std::string model_dir, LocateModelDirectory(search));
+  LogInfo("loading model ", model_dir);
+  ASSIGN_OR_RETURN(ModelDirectory model, ModelDirectory::Load(model_dir));
+  for (const std::string& warning : model.warnings()) LogWarning(warning);
+  const ModelConfig& config = model.config();
+  if (prompt_tokens + output_tokens > config.max_position_embeddings) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--prompt-tokens ", prompt_tokens, " + --output-tokens ", output_tokens,
+        " exceeds the model's context of ", config.max_position_embeddings));
+  }
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (args.Has("tokenizer")) {
+    ASSIGN_OR_RETURN(tokenizer, Tokenizer::Load(model_dir));
+  }
+
+  BenchObserver observer;
+  EngineOptions options;
+  options.model = &model;
+  options.tokenizer = tokenizer.get();
+  options.num_threads = static_cast<int>(threads);
+  options.scheduler.max_running_sequences = max_running;
+  options.scheduler.max_tokens_per_step = max_tokens_per_step;
+  options.scheduler.max_waiting = std::max<int64_t>(1024, num_requests);
+  options.cache_memory_budget_bytes = cache_mib << 20;
+  options.max_new_tokens_limit =
+      static_cast<int32_t>(std::max<int64_t>(4096, output_tokens));
+  options.residual_stats = false;
+  options.seed_generator_seed = static_cast<uint64_t>(seed);
+  options.observer = &observer;
+  ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(options));
+
+  // Synthetic prompts: uniform ids in the vocabulary, deterministic.
+  std::mt19937_64 rng(static_cast<uint64_t>(seed));
+  std::uniform_int_distribution<int32_t> id_dist(
+      0, static_cast<int32_t>(config.vocab_size - 1));
+  auto make_request = [&]() {
+    GenerateRequest request;
+    request.prompt_ids.resize(static_cast<size_t>(prompt_tokens));
+    for (int32_t& id : request.prompt_ids) id = id_dist(rng);
+    request.sampling.temperature = 0.0f;  // greedy
+    request.sampling.max_new_tokens = static_cast<int32_t>(output_tokens);
+    request.sampling.ignore_eos = true;
+    return request;
+  };
+
+  // Warm-up (not measured).
+  if (warmup > 0) {
+    std::vector<std::unique_ptr<RequestRecord>> records;
+    Completions completions;
+    for (int64_t i = 0; i < warmup; ++i) {
+      records.push_back(std::make_unique<RequestRecord>());
+      ASSIGN_OR_RETURN(
+          uint64_t id,
+          engine->Submit(make_request(), std::make_shared<BenchSink>(
+                                             records.back().get(), &completions)));
+      (void)id;
+    }
+    completions.WaitFor(warmup);
+    for (const auto& r : records) {
+      if (!r->status.ok()) return r->status;
+    }
+  }
+  observer.Reset();
+
+  // Arrival times for --rate (offsets from the start).
+  std::vector<absl::Duration> arrivals;
+  if (rate > 0.0) {
+    std::mt19937_64 arrival_rng(static_cast<uint64_t>(seed) ^
+                                0x9e3779b97f4a7c15ULL);
+    std::exponential_distribution<double> gap(rate);
+    double t = 0.0;
+    for (int64_t i = 0; i < num_requests; ++i) {
+      arrivals.push_back(absl::Seconds(t));
+      t += gap(arrival_rng);
+    }
+  }
+  std::vector<GenerateRequest> requests;
+  requests.reserve(static_cast<size_t>(num_requests));
+  for (int64_t i = 0; i < num_requests; ++i) requests.push_back(make_request());
+
+  std::vector<std::unique_ptr<RequestRecord>> records;
+  for (int64_t i = 0; i < num_requests; ++i) {
+    records.push_back(std::make_unique<RequestRecord>());
+  }
+  Completions completions;
+  std::map<std::string, int64_t> errors;  // status code name -> count
+  int64_t num_accepted = 0;
+  auto submit = [&](int64_t i) {
+    auto result = engine->Submit(
+        std::move(requests[static_cast<size_t>(i)]),
+        std::make_shared<BenchSink>(records[static_cast<size_t>(i)].get(),
+                                    &completions));
+    if (result.ok()) {
+      ++num_accepted;
+    } else {
+      ++errors[absl::StatusCodeToString(result.status().code())];
+      LogWarning("submit failed: ", result.status().ToString());
+      records[static_cast<size_t>(i)]->status = result.status();
+    }
+  };
+
+  const absl::Time start = absl::Now();
+  std::string mode;
+  if (rate > 0.0) {
+    mode = absl::StrFormat("rate %g/s", rate);
+    for (int64_t i = 0; i < num_requests; ++i) {
+      const absl::Duration wait =
+          start + arrivals[static_cast<size_t>(i)] - absl::Now();
+      if (wait > absl::ZeroDuration()) absl::SleepFor(wait);
+      submit(i);
+    }
+  } else if (concurrency > 0) {
+    mode = absl::StrCat("concurrency ", concurrency);
+    // Keep at most `concurrency` in flight: request i waits until at least
+    // i - concurrency + 1 have finished. A failed submit frees its place.
+    int64_t failed = 0;
+    for (int64_t i = 0; i < num_requests; ++i) {
+      const int64_t need = i - concurrency + 1 - failed;
+      if (need > 0) completions.WaitFor(need);
+      const int64_t before = num_accepted;
+      submit(i);
+      if (num_accepted == before) ++failed;
+    }
+  } else {
+    mode = "all at once";
+    for (int64_t i = 0; i < num_requests; ++i) submit(i);
+  }
+  completions.WaitFor(num_accepted);
+  const absl::Time end = num_accepted > 0 ? completions.last_done() : absl::Now();
+  const double wall = absl::ToDoubleSeconds(end - start);
+  engine->Shutdown(absl::Now() + absl::Seconds(10));
+
+  int64_t num_ok = 0, num_generated = 0;
+  std::vector<double> ttft, itl, queue, e2e;
+  for (const auto& r : records) {
+    std::lock_guard<std::mutex> lock(r->mu);
+    if (!r->done) continue;  // failed at submit (counted already)
+    num_generated += r->num_generated;
+    if (!r->status.ok()) {
+      ++errors[absl::StatusCodeToString(r->status.code())];
+      continue;
+    }
+    ++num_ok;
+    ttft.push_back(r->timing.time_to_first_token_seconds);
+    queue.push_back(r->timing.queue_seconds);
+    e2e.push_back(r->timing.total_seconds);
+    for (size_t t = 1; t < r->token_times.size(); ++t) {
+      itl.push_back(absl::ToDoubleSeconds(r->token_times[t] -
+                                          r->token_times[t - 1]));
+    }
+  }
+
+  Json out;
+  out["model"] = model_dir;
+  out["mode"] = mode;
+  out["num_requests"] = num_requests;
+  out["prompt_tokens"] = prompt_tokens;
+  out["output_tokens"] = output_tokens;
+  out["threads"] = threads;
+  out["max_running"] = max_running;
+  out["max_tokens_per_step"] = max_tokens_per_step;
+  out["seed"] = seed;
+  out["num_ok"] = num_ok;
+  out["errors"] = errors;
+  out["wall_seconds"] = wall;
+  out["requests_per_second"] = wall > 0 ? num_ok / wall : 0.0;
+  out["generated_tokens"] = num_generated;
+  out["generated_tokens_per_second"] = wall > 0 ? num_generated / wall : 0.0;
+  out["ttft"] = Percentiles(ttft);
+  out["inter_token_latency"] = Percentiles(itl);
+  out["queue"] = Percentiles(queue);
+  out["end_to_end"] = Percentiles(e2e);
+  out["steps"] = observer.Summary();
+  // Time the engine spent inside steps over the wall time: the rest is
+  // between steps (waking up, the inbox) or idle.
+  out["steps"]["busy_fraction"] =
+      wall > 0 ? out["steps"]["total_step_seconds"].get<double>() / wall : 0.0;
+
+  if (json_output) {
+    std::cout << out.dump(2) << std::endl;
+  } else {
+    auto lat = [&](const char* name, const Json& p) {
+      std::cout << absl::StrFormat(
+          "%-22s p50 %9.3f ms  p90 %9.3f ms  p99 %9.3f ms  (mean %.3f ms, n=%d)\n",
+          name, p["p50_ms"].get<double>(), p["p90_ms"].get<double>(),
+          p["p99_ms"].get<double>(), p["mean_ms"].get<double>(),
+          p["count"].get<int64_t>());
+    };
+    const Json& s = out["steps"];
+    std::cout << absl::StrFormat(
+        "%d requests (%s), prompt %d, output %d, threads %d\n", num_requests,
+        mode, prompt_tokens, output_tokens, threads);
+    std::cout << absl::StrFormat("wall                   %.3f s\n", wall);
+    std::cout << absl::StrFormat("requests/s             %.3f\n",
+                                 out["requests_per_second"].get<double>());
+    std::cout << absl::StrFormat(
+        "generated tokens/s     %.1f  (%d tokens)\n",
+        out["generated_tokens_per_second"].get<double>(), num_generated);
+    lat("TTFT", out["ttft"]);
+    lat("inter-token latency", out["inter_token_latency"]);
+    lat("queue", out["queue"]);
+    lat("end to end", out["end_to_end"]);
+    std::cout << absl::StrFormat(
+        "steps                  %d, mean batch size %.2f, mean tokens/step "
+        "%.2f\n",
+        s["num_steps"].get<int64_t>(), s["mean_batch_size"].get<double>(),
+        s["mean_tokens_per_step"].get<double>());
+    std::cout << absl::StrFormat(
+        "step                   mean %.3f ms = forward %.3f ms + outside %.3f "
+        "ms; overhead %.1f%% of step time (mean per step %.1f%%); in steps %.1f%% "
+        "of wall\n",
+        s["mean_step_ms"].get<double>(), s["mean_forward_ms"].get<double>(),
+        s["mean_outside_forward_ms"].get<double>(),
+        100.0 * s["overhead_fraction"].get<double>(),
+        100.0 * s["mean_step_overhead_fraction"].get<double>(),
+        100.0 * s["busy_fraction"].get<double>());
+    if (errors.empty()) {
+      std::cout << "errors                 none\n";
+    } else {
+      for (const auto& [code, count] : errors) {
+        std::cout << absl::StrFormat("errors                 %s: %d\n", code,
+                                     count);
+      }
+    }
+  }
+  if (num_ok == 0) {
+    return absl::InternalError(
+        absl::StrCat("no request succeeded (", num_requests, " submitted)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace tributary
+
+int main(int argc, char** argv) {
+  return tributary::RunCliMain("tributary-bench",
+                               [&] { return tributary::Run(argc, argv); });
+}
