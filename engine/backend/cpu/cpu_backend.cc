@@ -19,6 +19,16 @@ namespace ref = reference;
 
 constexpr size_t kAlignmentBytes = 64;  // one cache line, one AVX-512 vector
 
+// Below this much work a kernel runs on the calling thread alone: waking a
+// worker costs tens of microseconds, more than a decode step's delta rule or
+// attention of a small model takes (the matmul uses the same threshold).
+// Results do not depend on it (every kernel's reduction order is fixed).
+constexpr int64_t kMinParallelMacs = int64_t{1} << 18;
+
+int MaxChunksFor(int64_t macs) {
+  return macs < kMinParallelMacs ? 1 : ThreadPool::kNoLimit;
+}
+
 float* F32(const Tensor& t) { return t.as<float>(); }
 
 }  // namespace
@@ -251,12 +261,18 @@ void CpuBackend::GatedDeltaRule(const Tensor& q, const Tensor& k,
     scratch_bytes = std::max(scratch_bytes, DeltaRuleScratchBytes(c));
   }
   const int64_t units = static_cast<int64_t>(calls.size()) * hv;
-  pool_->ParallelForWorker(units, [&](int worker, int64_t begin, int64_t end) {
-    void* scratch = pool_->WorkerScratch(worker, scratch_bytes);
-    for (int64_t u = begin; u < end; ++u) {
-      GatedDeltaRuleHead(calls[u / hv], u % hv, scratch);
-    }
-  });
+  // About 4 multiply-adds per state element per token (decay, prediction,
+  // update, output).
+  const int64_t macs = 4 * static_cast<int64_t>(positions_.size()) * hv * dk * dv;
+  pool_->ParallelForWorker(
+      units,
+      [&](int worker, int64_t begin, int64_t end) {
+        void* scratch = pool_->WorkerScratch(worker, scratch_bytes);
+        for (int64_t u = begin; u < end; ++u) {
+          GatedDeltaRuleHead(calls[u / hv], u % hv, scratch);
+        }
+      },
+      MaxChunksFor(macs));
 }
 
 void CpuBackend::WriteKv(const Tensor& k, const Tensor& v, const Tensor& k_pool,
@@ -281,6 +297,7 @@ void CpuBackend::PagedAttention(const Tensor& q, const Tensor& k_pool,
   std::vector<AttentionCall> calls;
   std::vector<int64_t> first_unit;  // [calls + 1]
   size_t scratch_bytes = 0;
+  int64_t macs = 0;
   first_unit.push_back(0);
   for (const SequenceSlice& s : layout_.sequences) {
     if (s.num_tokens <= 0) continue;
@@ -295,6 +312,8 @@ void CpuBackend::PagedAttention(const Tensor& q, const Tensor& k_pool,
     c.out = F32(out) + s.token_offset * row;
     first_unit.push_back(first_unit.back() + AttentionUnits(c));
     scratch_bytes = std::max(scratch_bytes, AttentionScratchBytes(c));
+    // Scores and the weighted sum: 2 multiply-adds per key per dimension.
+    macs += 2 * heads * head_dim * s.num_tokens * (s.first_position + s.num_tokens);
   }
   pool_->ParallelForWorker(
       first_unit.back(), [&](int worker, int64_t begin, int64_t end) {
@@ -306,7 +325,8 @@ void CpuBackend::PagedAttention(const Tensor& q, const Tensor& k_pool,
           while (u >= first_unit[c + 1]) ++c;
           PagedAttentionUnit(calls[c], u - first_unit[c], scratch);
         }
-      });
+      },
+      MaxChunksFor(macs));
 }
 
 }  // namespace tributary
