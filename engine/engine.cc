@@ -86,17 +86,18 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
     ASSIGN_OR_RETURN(impl->owned_tokenizer, Tokenizer::Load(model.dir()));
     impl->tokenizer = impl->owned_tokenizer.get();
   }
-  for (int64_t id : model.stop_tokens().token_ids) {
-    impl->eos_ids.push_back(static_cast<int32_t>(id));
-  }
-  if (!model.stop_tokens().eos_token_text.empty()) {
-    if (impl->tokenizer == nullptr) {
-      LogWarning("the model's eos token \"", model.stop_tokens().eos_token_text,
-                 "\" needs a tokenizer: generation stops on length only");
-    } else if (auto id = impl->tokenizer->TokenToId(
-                   model.stop_tokens().eos_token_text)) {
-      impl->eos_ids.push_back(*id);
-    }
+  bool eos_unresolved = false;
+  impl->eos_ids = ResolveStopTokenIds(
+      model.stop_tokens(),
+      [&](absl::string_view text) -> std::optional<int32_t> {
+        if (impl->tokenizer == nullptr) return std::nullopt;
+        return impl->tokenizer->TokenToId(text);
+      },
+      &eos_unresolved);
+  if (eos_unresolved) {
+    LogWarning("the model's eos token \"", model.stop_tokens().eos_token_text,
+               "\" is not in the tokenizer's vocabulary (or there is no "
+               "tokenizer): generation stops on length only");
   }
 
   ASSIGN_OR_RETURN(impl->backend, CpuBackend::Create({options.num_threads}));

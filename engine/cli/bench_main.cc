@@ -237,11 +237,9 @@ absl::Status Run(int argc, char** argv) {
   }
   const bool json_output = args.Has("json");
 
-  ModelSearch search;
-  search.flag = args.Get("model");
-  if (const char* env = std::getenv("TRIBUTARY_MODEL")) search.environment = env;
-  search.defaults = DefaultModelDirectories();
-  ASSIGN_OR_RETURN(std::string model_dir, LocateModelDirectory(search));
+  ASSIGN_OR_RETURN(std::string model_dir,
+                   LocateModelDirectory(MakeModelSearch(
+                       args.Get("model"), std::getenv("TRIBUTARY_MODEL"))));
   LogInfo("loading model ", model_dir);
   ASSIGN_OR_RETURN(ModelDirectory model, ModelDirectory::Load(model_dir));
   for (const std::string& warning : model.warnings()) LogWarning(warning);

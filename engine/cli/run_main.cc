@@ -97,11 +97,9 @@ absl::Status Run(int argc, char** argv) {
                    args.GetInt("max-new-tokens", 32, 0, 1 << 20));
   ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0, 0, 1024));
 
-  ModelSearch search;
-  search.flag = args.Get("model");
-  if (const char* env = std::getenv("TRIBUTARY_MODEL")) search.environment = env;
-  search.defaults = DefaultModelDirectories();
-  ASSIGN_OR_RETURN(std::string model_dir, LocateModelDirectory(search));
+  ASSIGN_OR_RETURN(std::string model_dir,
+                   LocateModelDirectory(MakeModelSearch(
+                       args.Get("model"), std::getenv("TRIBUTARY_MODEL"))));
   LogInfo("loading model ", model_dir);
   const absl::Time load_start = absl::Now();
   ASSIGN_OR_RETURN(ModelDirectory model, ModelDirectory::Load(model_dir));
@@ -134,15 +132,11 @@ absl::Status Run(int argc, char** argv) {
   }
 
   // Stop ids: the model's, resolving a tokenizer_config eos text if needed.
-  std::vector<int32_t> stop_ids;
-  for (int64_t id : model.stop_tokens().token_ids) {
-    stop_ids.push_back(static_cast<int32_t>(id));
-  }
-  if (tokenizer && !model.stop_tokens().eos_token_text.empty()) {
-    if (auto id = tokenizer->TokenToId(model.stop_tokens().eos_token_text)) {
-      stop_ids.push_back(*id);
-    }
-  }
+  const std::vector<int32_t> stop_ids = ResolveStopTokenIds(
+      model.stop_tokens(), [&](absl::string_view text) -> std::optional<int32_t> {
+        if (!tokenizer) return std::nullopt;
+        return tokenizer->TokenToId(text);
+      });
   const bool ignore_eos = args.Has("ignore-eos");
 
   ASSIGN_OR_RETURN(std::unique_ptr<CpuBackend> backend,

@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -9,6 +11,15 @@ namespace tributary {
 
 std::vector<std::string> DefaultModelDirectories() {
   return {TRIBUTARY_INSTALLED_MODEL_DIR, TRIBUTARY_SOURCE_MODEL_DIR};
+}
+
+ModelSearch MakeModelSearch(std::optional<std::string> flag,
+                            const char* environment) {
+  ModelSearch search;
+  search.flag = std::move(flag);
+  if (environment != nullptr) search.environment = environment;
+  search.defaults = DefaultModelDirectories();
+  return search;
 }
 
 absl::StatusOr<std::string> LocateModelDirectory(const ModelSearch& search) {

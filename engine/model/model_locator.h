@@ -24,6 +24,12 @@ struct ModelSearch {
 // time).
 std::vector<std::string> DefaultModelDirectories();
 
+// The search of every tool and the server: `flag` (--model, if given),
+// `environment` ($TRIBUTARY_MODEL as read by main; null if unset), then
+// DefaultModelDirectories().
+ModelSearch MakeModelSearch(std::optional<std::string> flag,
+                            const char* environment);
+
 // The chosen directory, or NOT_FOUND listing where it looked. An explicit
 // flag or environment value is returned even if it is not a model directory
 // (loading it then names the problem).

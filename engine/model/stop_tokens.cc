@@ -58,4 +58,23 @@ absl::StatusOr<std::optional<std::string>> ParseTokenizerConfigEosToken(
                                                 "object with \"content\""));
 }
 
+std::vector<int32_t> ResolveStopTokenIds(
+    const StopTokens& stop,
+    const std::function<std::optional<int32_t>(absl::string_view)>& token_to_id,
+    bool* unresolved_text) {
+  std::vector<int32_t> ids(stop.token_ids.begin(), stop.token_ids.end());
+  bool unresolved = false;
+  if (!stop.eos_token_text.empty()) {
+    std::optional<int32_t> id;
+    if (token_to_id) id = token_to_id(stop.eos_token_text);
+    if (id) {
+      ids.push_back(*id);
+    } else {
+      unresolved = true;
+    }
+  }
+  if (unresolved_text != nullptr) *unresolved_text = unresolved;
+  return ids;
+}
+
 }  // namespace tributary

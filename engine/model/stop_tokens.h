@@ -3,6 +3,7 @@
 #define TRIBUTARY_ENGINE_MODEL_STOP_TOKENS_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,6 +46,15 @@ StopTokens ResolveStopTokens(const GenerationConfig* generation_config,
 // token object {"content": "...", ...}. nullopt when absent or null.
 absl::StatusOr<std::optional<std::string>> ParseTokenizerConfigEosToken(
     absl::string_view json_text, absl::string_view source);
+
+// The ids that end generation: `stop.token_ids`, plus the id of
+// `stop.eos_token_text` when there is one and `token_to_id` knows it (the
+// tokenizer's lookup; pass nullptr when there is no tokenizer). Sets
+// *unresolved_text when a text could not be resolved, for the caller to warn.
+std::vector<int32_t> ResolveStopTokenIds(
+    const StopTokens& stop,
+    const std::function<std::optional<int32_t>(absl::string_view)>& token_to_id,
+    bool* unresolved_text = nullptr);
 
 }  // namespace tributary
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/model/model_directory.h"
+#include "engine/model/stop_tokens.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/engine/model/test_files.h"
@@ -348,6 +349,37 @@ TEST(ModelDirectoryTest, SurvivesMoves) {
   EXPECT_EQ(moved.weights().layers[3].attention->q_proj.data, data);
   EXPECT_EQ(moved.tensors().Find("lm_head.weight")->data,
             moved.weights().lm_head.data);
+}
+
+}  // namespace
+}  // namespace tributary
+
+namespace tributary {
+namespace {
+
+TEST(ResolveStopTokenIdsTest, AddsTheEosTextOnlyWhenTheTokenizerKnowsIt) {
+  StopTokens stop;
+  stop.token_ids = {7, 9};
+  bool unresolved = true;
+  EXPECT_EQ(ResolveStopTokenIds(stop, nullptr, &unresolved),
+            (std::vector<int32_t>{7, 9}));
+  EXPECT_FALSE(unresolved);
+
+  stop.eos_token_text = "<|im_end|>";
+  auto lookup = [](absl::string_view text) -> std::optional<int32_t> {
+    if (text == "<|im_end|>") return 42;
+    return std::nullopt;
+  };
+  EXPECT_EQ(ResolveStopTokenIds(stop, lookup, &unresolved),
+            (std::vector<int32_t>{7, 9, 42}));
+  EXPECT_FALSE(unresolved);
+  EXPECT_EQ(ResolveStopTokenIds(stop, nullptr, &unresolved),
+            (std::vector<int32_t>{7, 9}));
+  EXPECT_TRUE(unresolved);
+  stop.eos_token_text = "<|unknown|>";
+  EXPECT_EQ(ResolveStopTokenIds(stop, lookup, &unresolved),
+            (std::vector<int32_t>{7, 9}));
+  EXPECT_TRUE(unresolved);
 }
 
 }  // namespace
