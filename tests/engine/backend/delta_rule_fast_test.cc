@@ -11,42 +11,18 @@
 #include <vector>
 
 #include "engine/backend/cpu/delta_rule.h"
+#include "delta_rule_inputs.h"
 #include "engine/backend/cpu/reference_ops.h"
 #include "engine/backend/cpu/thread_pool.h"
 
 namespace tributary {
 namespace {
 
-struct Inputs {
-  reference::DeltaRuleDims dims;
-  std::vector<float> q, k, v, g, beta, state;
-};
+using Inputs = DeltaRuleInputs;
 
 Inputs MakeInputs(int64_t tokens, int64_t hk, int64_t hv, int64_t dk,
                   int64_t dv, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
-  Inputs in;
-  in.dims = {tokens, hk, hv, dk, dv};
-  auto fill = [&](std::vector<float>& x, int64_t n) {
-    x.resize(static_cast<size_t>(n));
-    for (float& e : x) e = normal(rng);
-  };
-  fill(in.q, tokens * hk * dk);
-  fill(in.k, tokens * hk * dk);
-  fill(in.v, tokens * hv * dv);
-  fill(in.state, hv * dk * dv);
-  reference::L2NormRows(in.q.data(), tokens * hk, dk,
-                        1.0f / std::sqrt(float(dk)));
-  reference::L2NormRows(in.k.data(), tokens * hk, dk, 1.0f);
-  in.g.resize(static_cast<size_t>(tokens * hv));
-  in.beta.resize(static_cast<size_t>(tokens * hv));
-  for (size_t i = 0; i < in.g.size(); ++i) {
-    in.g[i] = -2.0f * unit(rng);  // log decays in (−2, 0]
-    in.beta[i] = unit(rng);
-  }
-  return in;
+  return MakeDeltaRuleInputs(tokens, hk, hv, dk, dv, seed, 2.0f);
 }
 
 struct Result {

@@ -9,39 +9,18 @@
 #include <random>
 #include <vector>
 
+#include "delta_rule_inputs.h"
 #include "engine/backend/cpu/reference_ops.h"
 
 namespace tributary {
 namespace reference {
 namespace {
 
-struct Inputs {
-  DeltaRuleDims dims;
-  std::vector<float> q, k, v, g, beta, state;
-};
+using Inputs = DeltaRuleInputs;
 
 Inputs MakeInputs(int64_t tokens, int64_t hk, int64_t hv, int64_t dk,
                   int64_t dv, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
-  Inputs in;
-  in.dims = {tokens, hk, hv, dk, dv};
-  auto fill = [&](std::vector<float>& x, size_t n) {
-    x.resize(n);
-    for (float& e : x) e = normal(rng);
-  };
-  fill(in.q, tokens * hk * dk);
-  fill(in.k, tokens * hk * dk);
-  fill(in.v, tokens * hv * dv);
-  fill(in.state, hv * dk * dv);
-  L2NormRows(in.q.data(), tokens * hk, dk, 1.0f / std::sqrt(float(dk)));
-  L2NormRows(in.k.data(), tokens * hk, dk, 1.0f);
-  in.g.resize(tokens * hv);
-  in.beta.resize(tokens * hv);
-  for (auto& x : in.g) x = -0.3f * unit(rng);  // decays in (e^-0.3, 1]
-  for (auto& x : in.beta) x = unit(rng);
-  return in;
+  return MakeDeltaRuleInputs(tokens, hk, hv, dk, dv, seed, 0.3f);
 }
 
 // Max |a − b| relative to max |b|.
