@@ -96,6 +96,7 @@ HybridDecoder::HybridDecoder(const ModelConfig& config, Backend* backend,
 
 HybridDecoder::~HybridDecoder() {
   for (Tensor& t : owned_) backend_->Free(t);
+  for (Tensor& t : workspace_) backend_->Free(t);
 }
 
 absl::StatusOr<std::unique_ptr<HybridDecoder>> HybridDecoder::Create(
@@ -301,19 +302,23 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
   const int64_t num_sublayers = 2 * c.num_hidden_layers;
   const ElementType act = backend_->activation_type();
 
-  // Step activations, freed on every path out of this function.
-  std::vector<Tensor> scratch;
-  struct FreeScratch {
-    Backend* backend;
-    std::vector<Tensor>* tensors;
-    ~FreeScratch() {
-      for (Tensor& t : *tensors) backend->Free(t);
+  // Step activations: the n-th buffer asked for in a step reuses the n-th
+  // buffer of earlier steps when it is large enough (the order of requests
+  // is the same every step), so a steady stream of steps allocates nothing.
+  size_t next_buffer = 0;
+  auto allocate = [&](ElementType type,
+                      const Shape& shape) -> absl::StatusOr<Tensor> {
+    Tensor wanted;
+    wanted.type = type;
+    wanted.shape = shape;
+    if (next_buffer == workspace_.size()) workspace_.emplace_back();
+    Tensor& buffer = workspace_[next_buffer++];
+    if (buffer.data == nullptr || buffer.size_bytes() < wanted.size_bytes()) {
+      backend_->Free(buffer);
+      ASSIGN_OR_RETURN(buffer, backend_->Allocate(type, shape));
     }
-  } free_scratch{backend_, &scratch};
-  auto allocate = [&](ElementType type, const Shape& shape) -> absl::StatusOr<Tensor> {
-    ASSIGN_OR_RETURN(Tensor t, backend_->Allocate(type, shape));
-    scratch.push_back(t);
-    return t;
+    wanted.data = buffer.data;
+    return wanted;
   };
 
   // The widest per-token activation of any sublayer.

@@ -108,6 +108,8 @@ class HybridDecoder {
   Tensor lm_head_;
   std::vector<Layer> layers_;
   std::vector<Tensor> owned_;  // every tensor to Free() at destruction
+  // Step activations, reused across steps (grown when a step needs more).
+  std::vector<Tensor> workspace_;
 };
 
 }  // namespace tributary
