@@ -79,6 +79,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   for (const std::string& w : model.warnings()) LogWarning(w);
   const ModelConfig& config = model.config();
   impl->vocab_size = config.vocab_size;
+  impl->step_residuals = ResidualSummary(
+      static_cast<int>(config.num_hidden_layers));
 
   if (options.tokenizer != nullptr) {
     impl->tokenizer = options.tokenizer;
@@ -239,6 +241,13 @@ absl::StatusOr<uint64_t> Engine::Submit(GenerateRequest request,
   }
   r->params = std::move(request.sampling);
   r->priority = request.priority;
+  if (impl.options.residual_stats) {
+    r->want_residual_trace = request.residual_trace;
+    if (request.residual_summary) {
+      r->residual_summary.emplace(
+          static_cast<int>(impl.model->config().num_hidden_layers));
+    }
+  }
   r->sink = std::move(sink);
   r->submit_time = absl::Now();
 

@@ -46,6 +46,9 @@ class EngineObserver {
  public:
   virtual ~EngineObserver() = default;
   virtual void OnStep(const StepStats& stats) = 0;
+  // Every step's residual statistics over all its tokens (only when
+  // EngineOptions::residual_stats is on), right after the forward.
+  virtual void OnResidualStats(const ResidualSummary& step) { (void)step; }
 };
 
 struct EngineOptions {

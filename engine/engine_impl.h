@@ -47,6 +47,13 @@ struct RequestState {
   std::optional<absl::Time> first_scheduled_time;
   std::optional<absl::Time> first_token_time;
   bool in_scheduler = false;
+  // Residual telemetry asked by the request: the trace rows not yet sent,
+  // the running summary, and the first position not yet recorded (a
+  // preemption recomputes positions that were recorded already).
+  bool want_residual_trace = false;
+  std::vector<ResidualTraceToken> pending_trace;
+  std::optional<ResidualSummary> residual_summary;
+  int64_t next_residual_position = 0;
 };
 
 inline double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
@@ -98,6 +105,8 @@ struct Engine::Impl {
   bool needs_forget = false;
   int64_t num_steps = 0;
   int64_t num_preemptions = 0;
+  // The current step's residual statistics, reused across steps.
+  ResidualSummary step_residuals;
 
   bool HasWork() const {
     return scheduler->has_unfinished() || !pending.empty();
@@ -115,6 +124,10 @@ struct Engine::Impl {
   void FailRequest(engine_internal::RequestState& r, absl::Status status);
   void Fatal(const absl::Status& status);
   void Publish();
+  // Step summary for the observer, per-request traces and summaries.
+  void RecordResiduals(const StepPlan& plan,
+                       const std::vector<engine_internal::RequestState*>& requests,
+                       const ForwardOutput& forward);
   SequenceOutput Sample(engine_internal::RequestState& r,
                         absl::Span<const float> row);
 };

@@ -12,6 +12,7 @@
 #include "engine/sampling/finish_reason.h"
 #include "engine/sampling/logprobs.h"
 #include "engine/sampling/sampling_params.h"
+#include "engine/telemetry/residual_summary.h"
 
 namespace tributary {
 
@@ -28,6 +29,20 @@ struct GenerateRequest {
   int priority = 0;
   // Leave special tokens out of the text deltas.
   bool skip_special_tokens = true;
+  // Residual-stream statistics of this request's tokens (design.md §4),
+  // when the engine computes them (EngineOptions::residual_stats): a
+  // per-(layer, sublayer) summary on the final event, and/or the per-token
+  // norms on every event.
+  bool residual_summary = false;
+  bool residual_trace = false;
+};
+
+// One token position's residual norms: for sublayer index 2 * layer +
+// sublayer (0 = mixer, 1 = ffn), norms[3 * index + k] is ‖x‖ (k = 0), ‖u‖
+// (k = 1) and ‖x + u‖ (k = 2).
+struct ResidualTraceToken {
+  int64_t position = 0;
+  std::vector<float> norms;  // [2 * num_layers * 3]
 };
 
 struct TokenUsage {
@@ -60,6 +75,10 @@ struct TokenEvent {
   // num_logprobs of the raw distribution.
   std::optional<float> logprob;
   std::vector<TokenLogprob> top_logprobs;
+  // When residual_trace was asked: the tokens the model processed since the
+  // previous event (the prompt's come with the first event), each position
+  // once even when a preemption recomputes it.
+  std::vector<ResidualTraceToken> residual_trace;
 
   // --- On the final event only ---
   bool is_final = false;
@@ -73,6 +92,9 @@ struct TokenEvent {
   std::optional<std::string> matched_stop_string;
   TokenUsage usage;
   RequestTiming timing;
+  // When residual_summary was asked: over every position the model
+  // processed for this request (prompt and generated tokens).
+  std::optional<ResidualSummary> residual_summary;
 };
 
 // Receives a request's events. Called on the engine thread, one call at a
