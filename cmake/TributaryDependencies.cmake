@@ -21,3 +21,10 @@ else()
   set(TRIBUTARY_HAVE_CUDA OFF)
 endif()
 message(STATUS "Tributary: CUDA toolkit ${TRIBUTARY_HAVE_CUDA}")
+
+# The service (proto/, server/, client/): gRPC, Protocol Buffers and
+# prometheus-cpp. The engine never links these (design.md §1).
+find_package(Protobuf REQUIRED)
+find_package(gRPC CONFIG REQUIRED)
+find_package(prometheus-cpp CONFIG REQUIRED)
+find_program(TRIBUTARY_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)

@@ -107,20 +107,23 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   SchedulerConfig sc = options.scheduler;
   sc.max_sequence_tokens =
       std::min(sc.max_sequence_tokens, config.max_position_embeddings);
+  // Bytes of one KV block (K and V in every attention layer) and of one
+  // state slot (conv window and recurrent state in every GDN layer).
+  const int64_t act = static_cast<int64_t>(
+      ElementTypeSizeBytes(impl->backend->activation_type()));
+  const int64_t kv_block_bytes = config.num_full_attention_layers() * 2 *
+                                 sc.kv_block_size * config.num_key_value_heads *
+                                 config.head_dim * act;
+  const int64_t state_slot_bytes =
+      config.num_linear_attention_layers() *
+      ((config.linear_conv_kernel_dim - 1) * config.linear_conv_dim() * act +
+       config.linear_num_value_heads * config.linear_key_head_dim *
+           config.linear_value_head_dim * static_cast<int64_t>(sizeof(float)));
   if (sc.num_kv_blocks == 0 && sc.num_state_slots == 0) {
-    const int64_t act = static_cast<int64_t>(
-        ElementTypeSizeBytes(impl->backend->activation_type()));
     CacheMemoryBudget budget;
     budget.memory_budget_bytes = options.cache_memory_budget_bytes;
-    budget.kv_block_bytes = config.num_full_attention_layers() * 2 *
-                            sc.kv_block_size * config.num_key_value_heads *
-                            config.head_dim * act;
-    budget.state_slot_bytes =
-        config.num_linear_attention_layers() *
-        ((config.linear_conv_kernel_dim - 1) * config.linear_conv_dim() * act +
-         config.linear_num_value_heads * config.linear_key_head_dim *
-             config.linear_value_head_dim *
-             static_cast<int64_t>(sizeof(float)));
+    budget.kv_block_bytes = kv_block_bytes;
+    budget.state_slot_bytes = state_slot_bytes;
     budget.kv_block_size = sc.kv_block_size;
     budget.max_running_sequences = sc.max_running_sequences;
     budget.max_sequence_tokens = sc.max_sequence_tokens;
@@ -161,6 +164,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   capacity.kv_block_size = sc.kv_block_size;
   capacity.num_state_slots = sc.num_state_slots;
   capacity.max_sequence_tokens = impl->context_tokens;
+  capacity.kv_block_bytes = kv_block_bytes;
+  capacity.state_slot_bytes = state_slot_bytes;
   impl->Publish();
   Impl* raw = impl.get();
   std::unique_ptr<Engine> engine(new Engine(std::move(impl)));
@@ -301,7 +306,9 @@ void Engine::Shutdown(absl::Time deadline) {
 
 Engine::Counts Engine::counts() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->counts;
+  Counts c = impl_->counts;
+  c.failed = impl_->failed;
+  return c;
 }
 
 }  // namespace tributary

@@ -123,6 +123,8 @@ class Engine {
     int64_t kv_block_size = 0;
     int64_t num_state_slots = 0;
     int64_t max_sequence_tokens = 0;  // the context limit of one request
+    int64_t kv_block_bytes = 0;       // one block in every attention layer
+    int64_t state_slot_bytes = 0;     // one slot in every GDN layer
   };
   const Capacity& capacity() const { return capacity_; }
 
@@ -137,6 +139,9 @@ class Engine {
     int64_t num_free_state_slots = 0;
     int64_t num_steps = 0;
     int64_t num_preemptions = 0;
+    // The engine hit a fatal error: every request failed with UNAVAILABLE
+    // and no new one is accepted (the process should restart).
+    bool failed = false;
   };
   Counts counts() const;
 

@@ -10,8 +10,10 @@ packages=(
   # RPC and metrics (server/, client/, proto/)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev
-  # tests and benchmarks
+  # tests and benchmarks: the independent Python gRPC client, promtool
+  # (checks the /metrics exposition), curl
   libgtest-dev libgmock-dev libbenchmark-dev
+  python3-grpcio python3-protobuf prometheus curl
   # engine leaf libraries: JSON, Unicode, regex, BLAS
   nlohmann-json3-dev libutf8proc-dev libpcre2-dev libopenblas-dev
   # sanitizers and libFuzzer

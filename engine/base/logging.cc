@@ -6,6 +6,7 @@
 #include <ctime>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -45,6 +46,12 @@ void LogLine(LogLevel level, absl::string_view message) {
       " ", message, "\n");
   // One write() per line: atomic with respect to other threads' lines.
   ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+  (void)ignored;
+}
+
+void LogRawLine(absl::string_view line) {
+  std::string out = absl::StrCat(line, "\n");
+  ssize_t ignored = ::write(STDERR_FILENO, out.data(), out.size());
   (void)ignored;
 }
 

@@ -19,6 +19,9 @@ void SetMinLogLevel(LogLevel level);
 LogLevel MinLogLevel();
 
 void LogLine(LogLevel level, absl::string_view message);
+// A machine-readable line (e.g. one JSON object) written as is, with a
+// newline, in one write(): no level or time prefix.
+void LogRawLine(absl::string_view line);
 
 template <typename... Args>
 void LogInfo(const Args&... args) {

@@ -1,0 +1,302 @@
+#include "server/request_converter.h"
+
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "engine/base/status_macros.h"
+
+namespace tributary {
+namespace {
+
+absl::Status Invalid(const std::string& message) {
+  return absl::InvalidArgumentError(message);
+}
+
+// The engine's SamplingParams errors start with its own field name; the API
+// nests the fields in messages with other names. Prefix the proto path.
+absl::Status WithProtoFieldName(const absl::Status& status) {
+  if (status.ok() || status.code() != absl::StatusCode::kInvalidArgument) {
+    return status;
+  }
+  static const std::pair<const char*, const char*> kPaths[] = {
+      {"temperature", "sampling."},       {"top_k", "sampling."},
+      {"top_p", "sampling."},             {"min_p", "sampling."},
+      {"repetition_penalty", "sampling."}, {"presence_penalty", "sampling."},
+      {"frequency_penalty", "sampling."}, {"max_new_tokens", "stopping."},
+      {"stop_token_ids", "stopping."},
+  };
+  const absl::string_view message = status.message();
+  for (const auto& [field, prefix] : kPaths) {
+    if (absl::StartsWith(message, field)) {
+      return Invalid(absl::StrCat(prefix, message));
+    }
+  }
+  if (absl::StartsWith(message, "stop_strings")) {
+    return Invalid(absl::StrCat("stopping.stop",
+                                message.substr(sizeof("stop_strings") - 1)));
+  }
+  if (absl::StartsWith(message, "num_logprobs")) {
+    return Invalid(absl::StrCat("response.top_logprobs",
+                                message.substr(sizeof("num_logprobs") - 1)));
+  }
+  return status;
+}
+
+v1::FinishReason FinishReasonToProto(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kLength: return v1::FINISH_REASON_LENGTH;
+    case FinishReason::kStop: return v1::FINISH_REASON_STOP;
+    case FinishReason::kStopToken: return v1::FINISH_REASON_STOP_TOKEN;
+    case FinishReason::kStopString: return v1::FINISH_REASON_STOP_STRING;
+    case FinishReason::kCancelled: break;  // never sent: the RPC ends CANCELLED
+  }
+  return v1::FINISH_REASON_UNSPECIFIED;
+}
+
+void SetMeanMax(double mean, double max, v1::MeanMax* out) {
+  out->set_mean(mean);
+  out->set_max(max);
+}
+
+}  // namespace
+
+RequestConverter::RequestConverter(const ModelConfig& config,
+                                   const Tokenizer* tokenizer,
+                                   ConversionLimits limits)
+    : config_(config), tokenizer_(tokenizer), limits_(limits) {}
+
+absl::StatusOr<std::vector<int32_t>> RequestConverter::CheckPromptLength(
+    std::vector<int32_t> ids, const char* field) const {
+  if (ids.empty()) {
+    return Invalid(absl::StrCat(field, ": the prompt is empty"));
+  }
+  if (static_cast<int64_t>(ids.size()) > limits_.max_prompt_tokens) {
+    return Invalid(absl::StrCat(field, ": the prompt has ", ids.size(),
+                                " tokens, more than max_prompt_tokens = ",
+                                limits_.max_prompt_tokens));
+  }
+  return ids;
+}
+
+absl::StatusOr<std::vector<int32_t>> RequestConverter::EncodeText(
+    const std::string& text) const {
+  if (tokenizer_ == nullptr) {
+    return Invalid("text: this model has no tokenizer; send token_ids");
+  }
+  if (text.empty()) return Invalid("text: the prompt is empty");
+  // Bound the work before tokenising: a token is at least one byte.
+  absl::StatusOr<std::vector<int32_t>> ids = tokenizer_->Encode(text);
+  if (!ids.ok()) return Invalid(absl::StrCat("text: ", ids.status().message()));
+  return CheckPromptLength(*std::move(ids), "text");
+}
+
+absl::StatusOr<std::vector<int32_t>> RequestConverter::EncodeChat(
+    const v1::ChatInput& chat) const {
+  if (tokenizer_ == nullptr) {
+    return Invalid("chat: this model has no tokenizer; send token_ids");
+  }
+  if (chat.messages_size() == 0) {
+    return Invalid("chat.messages: at least one message is required");
+  }
+  if (chat.messages_size() > ConversionLimits::kMaxChatMessages) {
+    return Invalid(absl::StrCat("chat.messages: ", chat.messages_size(),
+                                " messages, at most ",
+                                ConversionLimits::kMaxChatMessages));
+  }
+  std::vector<ChatMessage> messages;
+  messages.reserve(static_cast<size_t>(chat.messages_size()));
+  for (int i = 0; i < chat.messages_size(); ++i) {
+    const v1::ChatMessage& m = chat.messages(i);
+    if (m.role() != "system" && m.role() != "user" && m.role() != "assistant") {
+      return Invalid(absl::StrCat("chat.messages[", i, "].role = \"",
+                                  m.role().substr(0, 32),
+                                  "\" must be system, user or assistant"));
+    }
+    ChatMessage message{m.role(), m.content(), std::nullopt};
+    if (m.has_reasoning_content()) {
+      message.reasoning_content = m.reasoning_content();
+    }
+    messages.push_back(std::move(message));
+  }
+  ChatOptions options;
+  options.add_generation_prompt = true;
+  if (chat.has_enable_thinking()) options.enable_thinking = chat.enable_thinking();
+  absl::StatusOr<std::vector<int32_t>> ids =
+      tokenizer_->EncodeChat(messages, options);
+  if (!ids.ok()) return Invalid(absl::StrCat("chat: ", ids.status().message()));
+  return CheckPromptLength(*std::move(ids), "chat");
+}
+
+absl::StatusOr<GenerateRequest> RequestConverter::ToEngine(
+    const v1::GenerateRequest& request) const {
+  GenerateRequest out;
+  switch (request.input_case()) {
+    case v1::GenerateRequest::kText: {
+      ASSIGN_OR_RETURN(out.prompt_ids, EncodeText(request.text()));
+      break;
+    }
+    case v1::GenerateRequest::kTokenIds: {
+      const auto& ids = request.token_ids().ids();
+      for (int i = 0; i < ids.size(); ++i) {
+        if (ids[i] < 0 || ids[i] >= config_.vocab_size) {
+          return Invalid(absl::StrCat("token_ids.ids[", i, "] = ", ids[i],
+                                      " is outside the vocabulary [0, ",
+                                      config_.vocab_size, ")"));
+        }
+      }
+      ASSIGN_OR_RETURN(out.prompt_ids,
+                       CheckPromptLength({ids.begin(), ids.end()}, "token_ids"));
+      break;
+    }
+    case v1::GenerateRequest::kChat: {
+      ASSIGN_OR_RETURN(out.prompt_ids, EncodeChat(request.chat()));
+      break;
+    }
+    case v1::GenerateRequest::INPUT_NOT_SET:
+      return Invalid("input: one of text, token_ids or chat is required");
+  }
+
+  const v1::SamplingOptions& s = request.sampling();
+  SamplingParams& p = out.sampling;
+  if (s.has_temperature()) p.temperature = s.temperature();
+  if (s.has_top_k()) p.top_k = s.top_k();
+  if (s.has_top_p()) p.top_p = s.top_p();
+  if (s.has_min_p()) p.min_p = s.min_p();
+  if (s.has_repetition_penalty()) p.repetition_penalty = s.repetition_penalty();
+  if (s.has_presence_penalty()) p.presence_penalty = s.presence_penalty();
+  if (s.has_frequency_penalty()) p.frequency_penalty = s.frequency_penalty();
+  if (s.has_seed()) p.seed = s.seed();
+
+  const v1::StoppingOptions& st = request.stopping();
+  if (st.has_max_new_tokens()) {
+    if (st.max_new_tokens() > limits_.max_new_tokens) {
+      return Invalid(absl::StrCat("stopping.max_new_tokens = ",
+                                  st.max_new_tokens(),
+                                  " is above the server's limit of ",
+                                  limits_.max_new_tokens));
+    }
+    p.max_new_tokens = st.max_new_tokens();
+  }
+  if (st.stop_size() > SamplingParams::kMaxNumStopStrings) {
+    return Invalid(absl::StrCat("stopping.stop has ", st.stop_size(),
+                                " strings, at most ",
+                                SamplingParams::kMaxNumStopStrings));
+  }
+  p.stop_strings.assign(st.stop().begin(), st.stop().end());
+  p.include_stop_string_in_output = st.include_stop_string_in_output();
+  if (st.stop_token_ids_size() > SamplingParams::kMaxNumStopTokenIds) {
+    return Invalid(absl::StrCat("stopping.stop_token_ids has ",
+                                st.stop_token_ids_size(), " ids, at most ",
+                                SamplingParams::kMaxNumStopTokenIds));
+  }
+  p.stop_token_ids.assign(st.stop_token_ids().begin(),
+                          st.stop_token_ids().end());
+  p.ignore_eos = st.ignore_eos();
+
+  const v1::ResponseOptions& r = request.response();
+  if (r.top_logprobs() != 0 && !r.logprobs()) {
+    return Invalid(absl::StrCat("response.top_logprobs = ", r.top_logprobs(),
+                                " needs response.logprobs"));
+  }
+  if (r.logprobs()) p.num_logprobs = r.top_logprobs();
+  out.skip_special_tokens = !r.include_special_tokens();
+  out.residual_trace = r.residual_trace();
+  out.residual_summary = r.residual_summary();
+
+  if (request.priority() < -ConversionLimits::kMaxPriority ||
+      request.priority() > ConversionLimits::kMaxPriority) {
+    return Invalid(absl::StrCat("priority = ", request.priority(),
+                                " must be in [-", ConversionLimits::kMaxPriority,
+                                ", ", ConversionLimits::kMaxPriority, "]"));
+  }
+  out.priority = request.priority();
+
+  RETURN_IF_ERROR(WithProtoFieldName(p.Validate()));
+  RETURN_IF_ERROR(WithProtoFieldName(
+      p.ValidateTokenIds(static_cast<int32_t>(config_.vocab_size))));
+  return out;
+}
+
+void RequestConverter::AppendEvent(const TokenEvent& event,
+                                   const v1::ResponseOptions& options,
+                                   v1::GenerateResponse* out) const {
+  out->mutable_text()->append(event.text);
+  if (event.has_token) {
+    if (options.return_token_ids()) out->add_token_ids(event.token_id);
+    if (event.logprob) {
+      v1::TokenLogprob* lp = out->add_logprobs();
+      lp->set_token_id(event.token_id);
+      lp->set_logprob(*event.logprob);
+      for (const TokenLogprob& top : event.top_logprobs) {
+        v1::TopLogprob* t = lp->add_top();
+        t->set_token_id(top.token_id);
+        t->set_logprob(top.logprob);
+      }
+    }
+  }
+  for (const ResidualTraceToken& token : event.residual_trace) {
+    v1::ResidualTraceToken* t = out->add_residual_trace();
+    t->set_position(static_cast<int32_t>(token.position));
+    t->mutable_norms()->Add(token.norms.begin(), token.norms.end());
+  }
+  if (!event.is_final) return;
+  if (event.finish_reason) out->set_finish_reason(FinishReasonToProto(*event.finish_reason));
+  if (event.matched_token_id) {
+    out->set_matched_stop_token_id(*event.matched_token_id);
+  }
+  if (event.matched_stop_string) {
+    out->set_matched_stop_string(*event.matched_stop_string);
+  }
+  out->mutable_usage()->set_prompt_tokens(
+      static_cast<int32_t>(event.usage.num_prompt_tokens));
+  out->mutable_usage()->set_generated_tokens(
+      static_cast<int32_t>(event.usage.num_generated_tokens));
+  out->mutable_timing()->set_queue_seconds(event.timing.queue_seconds);
+  out->mutable_timing()->set_time_to_first_token_seconds(
+      event.timing.time_to_first_token_seconds);
+  out->mutable_timing()->set_total_seconds(event.timing.total_seconds);
+  if (event.residual_summary) {
+    ToProto(*event.residual_summary, 0.0, out->mutable_residual_summary());
+  }
+}
+
+void RequestConverter::ToProto(const ResidualSummary& summary,
+                               double window_seconds,
+                               v1::ResidualStats* out) const {
+  out->set_window_seconds(window_seconds);
+  for (int layer = 0; layer < summary.num_layers(); ++layer) {
+    const bool full =
+        static_cast<size_t>(layer) < config_.layer_types.size() &&
+        config_.layer_types[static_cast<size_t>(layer)] ==
+            LayerKind::kFullAttention;
+    for (Sublayer sub : {Sublayer::kMixer, Sublayer::kFfn}) {
+      const SublayerAccumulator& a = summary.at(layer, sub);
+      v1::SublayerResidualStats* s = out->add_sublayers();
+      s->set_layer(layer);
+      s->set_sublayer(sub == Sublayer::kMixer ? v1::SUBLAYER_MIXER
+                                              : v1::SUBLAYER_FFN);
+      s->set_kind(full ? v1::LAYER_KIND_FULL_ATTENTION
+                       : v1::LAYER_KIND_LINEAR_ATTENTION);
+      s->set_num_tokens(a.num_tokens);
+      s->set_num_nonfinite(a.num_nonfinite);
+      SetMeanMax(a.mean_stream_norm(), a.max_stream_norm,
+                 s->mutable_stream_norm());
+      SetMeanMax(a.mean_update_norm(), a.max_update_norm,
+                 s->mutable_update_norm());
+      SetMeanMax(a.mean_sum_norm(), a.max_sum_norm, s->mutable_sum_norm());
+      SetMeanMax(a.mean_ratio(), a.max_ratio,
+                 s->mutable_update_to_stream_ratio());
+      s->set_max_abs_activation(a.max_abs);
+      s->set_max_abs_dimension(a.max_abs_dim);
+    }
+  }
+  out->set_final_num_tokens(summary.num_final_tokens);
+  SetMeanMax(summary.num_final_tokens > 0
+                 ? summary.sum_final_stream_norm /
+                       static_cast<double>(summary.num_final_tokens)
+                 : 0.0,
+             summary.max_final_stream_norm, out->mutable_final_stream_norm());
+}
+
+}  // namespace tributary

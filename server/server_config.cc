@@ -1,0 +1,202 @@
+#include "server/server_config.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "engine/base/cli.h"
+#include "engine/base/status_macros.h"
+
+namespace tributary {
+namespace {
+
+absl::Status CheckPort(const char* flag, int port, bool may_be_off) {
+  if (port == -1 && may_be_off) return absl::OkStatus();
+  if (port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " must be in [0, 65535]",
+                     may_be_off ? " or -1 (off)" : "", ", got ", port));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckReadable(const char* flag, const std::string& path) {
+  if (path.empty()) return absl::OkStatus();
+  std::ifstream in(path);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": cannot read ", path));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<absl::Duration> GetSeconds(const CliArgs& args,
+                                          const std::string& flag,
+                                          absl::Duration fallback,
+                                          long long max_seconds) {
+  ASSIGN_OR_RETURN(long long s,
+                   args.GetInt(flag, absl::ToInt64Seconds(fallback), 0,
+                               max_seconds));
+  return absl::Seconds(s);
+}
+
+}  // namespace
+
+const char* ServerUsage() {
+  return R"(tributary-server: serves text generation over gRPC (design.md §5).
+
+  --model DIR                 model directory (else $TRIBUTARY_MODEL, the
+                              installed default model, models/tiny-shakespeare)
+  --threads N                 compute threads (0 = every core)
+  --host ADDR                 listen address (default 127.0.0.1; 0.0.0.0 in pods)
+  --port N                    gRPC API port (default 50051; 0 = any free port)
+  --health-port N             plaintext health-only port (50052; -1 = off)
+  --metrics-port N            Prometheus /metrics port (9464; -1 = off)
+  --tls-cert FILE --tls-key FILE [--tls-client-ca FILE]
+                              TLS on the API port (mutual TLS with a client CA)
+  --auth-token-file FILE      require "authorization: Bearer <token>"
+  --max-message-bytes N       largest request or response (4 MiB)
+  --max-concurrent-streams N  HTTP/2 streams per connection (256)
+  --max-waiting N             waiting requests before RESOURCE_EXHAUSTED (256)
+  --max-prompt-tokens N       longest prompt (0 = the context)
+  --max-new-tokens N          cap of max_new_tokens (4096)
+  --max-running N             sequences in one step (64)
+  --max-tokens-per-step N     tokens in one step (512)
+  --cache-mib N               memory for KV blocks and state slots (256)
+  --stream-buffer-tokens N    tokens buffered for a slow streaming client (4096)
+  --stream-write-timeout S    seconds one streamed write may wait (30)
+  --liveness-timeout S        seconds without a step, work pending, before
+                              health turns NOT_SERVING (60)
+  --drain-grace S             seconds in-flight work may finish on SIGTERM (30)
+  --no-residual-stats         do not compute the residual statistics
+  --residual-window S         longest GetResidualStats window (60)
+)";
+}
+
+absl::Status ServerConfig::Validate() const {
+  RETURN_IF_ERROR(CheckPort("port", api_port, false));
+  RETURN_IF_ERROR(CheckPort("health-port", health_port, true));
+  RETURN_IF_ERROR(CheckPort("metrics-port", metrics_port, true));
+  if (host.empty()) return absl::InvalidArgumentError("--host is empty");
+  if (tls_cert_file.empty() != tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-cert and --tls-key must be given together");
+  }
+  if (!tls_client_ca_file.empty() && tls_cert_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-client-ca needs --tls-cert and --tls-key");
+  }
+  RETURN_IF_ERROR(CheckReadable("tls-cert", tls_cert_file));
+  RETURN_IF_ERROR(CheckReadable("tls-key", tls_key_file));
+  RETURN_IF_ERROR(CheckReadable("tls-client-ca", tls_client_ca_file));
+  if (max_message_bytes < 1024) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max-message-bytes must be >= 1024, got ", max_message_bytes));
+  }
+  if (max_new_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-new-tokens must be >= 1, got ", max_new_tokens));
+  }
+  if (residual_window <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--residual-window must be >= 1");
+  }
+  if (liveness_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--liveness-timeout must be >= 1");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ServerConfig> ParseServerFlags(int argc, const char* const* argv,
+                                              bool* help) {
+  ASSIGN_OR_RETURN(
+      CliArgs args,
+      CliArgs::Parse(argc, argv,
+                     {"model", "threads", "host", "port", "health-port",
+                      "metrics-port", "tls-cert", "tls-key", "tls-client-ca",
+                      "auth-token-file", "max-message-bytes",
+                      "max-concurrent-streams", "max-waiting",
+                      "max-prompt-tokens", "max-new-tokens", "max-running",
+                      "max-tokens-per-step", "cache-mib",
+                      "stream-buffer-tokens", "stream-write-timeout",
+                      "liveness-timeout", "drain-grace", "residual-window"},
+                     {"help", "no-residual-stats"}));
+  *help = args.Has("help");
+  if (!args.positional().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument \"", args.positional()[0],
+                     "\" (see --help)"));
+  }
+  ServerConfig c;
+  c.model_dir = args.GetOr("model", "");
+  ASSIGN_OR_RETURN(long long threads, args.GetInt("threads", 0, 0, 1024));
+  c.num_threads = static_cast<int>(threads);
+  c.host = args.GetOr("host", c.host);
+  ASSIGN_OR_RETURN(long long port, args.GetInt("port", c.api_port, 0, 65535));
+  c.api_port = static_cast<int>(port);
+  ASSIGN_OR_RETURN(long long health,
+                   args.GetInt("health-port", c.health_port, -1, 65535));
+  c.health_port = static_cast<int>(health);
+  ASSIGN_OR_RETURN(long long metrics,
+                   args.GetInt("metrics-port", c.metrics_port, -1, 65535));
+  c.metrics_port = static_cast<int>(metrics);
+  c.tls_cert_file = args.GetOr("tls-cert", "");
+  c.tls_key_file = args.GetOr("tls-key", "");
+  c.tls_client_ca_file = args.GetOr("tls-client-ca", "");
+  if (auto token_file = args.Get("auth-token-file")) {
+    std::ifstream in(*token_file);
+    if (!in) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--auth-token-file: cannot read ", *token_file));
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    c.auth_token = std::string(absl::StripAsciiWhitespace(text.str()));
+    if (c.auth_token.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--auth-token-file: ", *token_file, " is empty"));
+    }
+  }
+  ASSIGN_OR_RETURN(c.max_message_bytes,
+                   args.GetInt("max-message-bytes", c.max_message_bytes, 1024,
+                               1LL << 30));
+  ASSIGN_OR_RETURN(long long streams,
+                   args.GetInt("max-concurrent-streams",
+                               c.max_concurrent_streams, 1, 1 << 20));
+  c.max_concurrent_streams = static_cast<int>(streams);
+  ASSIGN_OR_RETURN(c.max_waiting,
+                   args.GetInt("max-waiting", c.max_waiting, 1, 1 << 24));
+  ASSIGN_OR_RETURN(c.max_prompt_tokens,
+                   args.GetInt("max-prompt-tokens", 0, 0, 1LL << 30));
+  ASSIGN_OR_RETURN(long long max_new,
+                   args.GetInt("max-new-tokens", c.max_new_tokens, 1,
+                               1 << 30));
+  c.max_new_tokens = static_cast<int32_t>(max_new);
+  ASSIGN_OR_RETURN(c.max_running,
+                   args.GetInt("max-running", c.max_running, 1, 1 << 16));
+  ASSIGN_OR_RETURN(c.max_tokens_per_step,
+                   args.GetInt("max-tokens-per-step", c.max_tokens_per_step, 1,
+                               1 << 24));
+  ASSIGN_OR_RETURN(c.cache_mib,
+                   args.GetInt("cache-mib", c.cache_mib, 1, 1 << 24));
+  ASSIGN_OR_RETURN(c.stream_buffer_tokens,
+                   args.GetInt("stream-buffer-tokens", c.stream_buffer_tokens,
+                               1, 1 << 24));
+  ASSIGN_OR_RETURN(c.stream_write_timeout,
+                   GetSeconds(args, "stream-write-timeout",
+                              c.stream_write_timeout, 86400));
+  ASSIGN_OR_RETURN(c.liveness_timeout,
+                   GetSeconds(args, "liveness-timeout", c.liveness_timeout,
+                              86400));
+  ASSIGN_OR_RETURN(c.drain_grace,
+                   GetSeconds(args, "drain-grace", c.drain_grace, 86400));
+  c.residual_stats = !args.Has("no-residual-stats");
+  ASSIGN_OR_RETURN(c.residual_window,
+                   GetSeconds(args, "residual-window", c.residual_window,
+                              86400));
+  RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
+}  // namespace tributary

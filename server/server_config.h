@@ -1,0 +1,83 @@
+// Everything tributary-server is configured with, as one plain struct filled
+// from flags once (ParseServerFlags) and validated once (Validate). Defaults
+// are design.md §5's: gRPC API on 50051, the plaintext health-only listener
+// on 50052, Prometheus on 9464, all on localhost.
+#ifndef TRIBUTARY_SERVER_SERVER_CONFIG_H_
+#define TRIBUTARY_SERVER_SERVER_CONFIG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace tributary {
+
+struct ServerConfig {
+  // --- The model ---
+  // --model; when empty, $TRIBUTARY_MODEL, then the installed default
+  // model, then models/tiny-shakespeare in the source tree.
+  std::string model_dir;
+  // CpuBackend compute threads (--threads); 0 = every core.
+  int num_threads = 0;
+
+  // --- Listeners (a port of 0 picks a free one; -1 turns it off) ---
+  std::string host = "127.0.0.1";
+  int api_port = 50051;
+  int health_port = 50052;  // plaintext, health service only
+  int metrics_port = 9464;  // HTTP /metrics
+
+  // --- Security of the API port (design.md §5) ---
+  // TLS when cert and key are set; mutual TLS when a client CA is set too.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
+  // When set, every API call needs "authorization: Bearer <token>"
+  // (health is exempt). Read from --auth-token-file, never from argv (it
+  // would show in `ps`).
+  std::string auth_token;
+
+  // --- Limits ---
+  int64_t max_message_bytes = 4 << 20;  // received and sent messages
+  int max_concurrent_streams = 256;     // HTTP/2 streams per connection
+  int64_t max_waiting = 256;            // engine queue; more: RESOURCE_EXHAUSTED
+  int64_t max_prompt_tokens = 0;        // 0 = the context
+  int32_t max_new_tokens = 4096;
+  int64_t max_running = 64;             // sequences in one step
+  int64_t max_tokens_per_step = 512;
+  int64_t cache_mib = 256;              // KV blocks + state slots
+
+  // --- Streaming back-pressure ---
+  // A client that stops reading is cut off (RESOURCE_EXHAUSTED) when this
+  // many generated tokens wait for it, or when one write has been pending
+  // for stream_write_timeout.
+  int64_t stream_buffer_tokens = 4096;
+  absl::Duration stream_write_timeout = absl::Seconds(30);
+
+  // --- Health and shutdown ---
+  // Work pending and no engine step finished for this long: NOT_SERVING, so
+  // that Kubernetes restarts the pod.
+  absl::Duration liveness_timeout = absl::Seconds(60);
+  // SIGTERM: NOT_SERVING, then in-flight work may finish for this long.
+  absl::Duration drain_grace = absl::Seconds(30);
+
+  // --- Residual telemetry (design.md §4) ---
+  bool residual_stats = true;
+  absl::Duration residual_window = absl::Seconds(60);
+
+  // INVALID_ARGUMENT naming the flag.
+  absl::Status Validate() const;
+};
+
+// Parses argv (see --help text in the implementation). INVALID_ARGUMENT for
+// an unknown flag or a bad value, naming the flag. Reads the token file.
+// `help` is set when --help was given (the caller prints ServerUsage()).
+absl::StatusOr<ServerConfig> ParseServerFlags(int argc, const char* const* argv,
+                                              bool* help);
+const char* ServerUsage();
+
+}  // namespace tributary
+
+#endif  // TRIBUTARY_SERVER_SERVER_CONFIG_H_

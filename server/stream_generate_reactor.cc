@@ -1,0 +1,184 @@
+#include "server/stream_generate_reactor.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/status_conversion.h"
+
+namespace tributary {
+
+// Owned by the engine until the final event.
+class StreamGenerateReactor::Sink : public TokenSink {
+ public:
+  explicit Sink(StreamGenerateReactor* reactor) : r_(reactor) {}
+
+  void OnEvent(const TokenEvent& event) override {
+    StreamGenerateReactor* r = r_;
+    r->record_.OnEvent(event);
+    bool cut_off_now = false;
+    Action action = Action::kNone;
+    grpc::Status status;
+    {
+      std::lock_guard<std::mutex> lock(r->mu_);
+      const ServerConfig& config = *r->service_.config;
+      if (!r->client_gone_) {
+        r->service_.converter->AppendEvent(event, r->options_, &r->pending_);
+        r->has_pending_ = true;
+        if (event.has_token) ++r->pending_tokens_;
+        if (!event.is_final &&
+            (r->pending_tokens_ > config.stream_buffer_tokens ||
+             (r->write_in_flight_ &&
+              absl::Now() - r->write_started_ > config.stream_write_timeout))) {
+          r->client_gone_ = true;
+          r->cut_off_ = true;
+          cut_off_now = true;
+        }
+      }
+      if (event.is_final) {
+        r->final_received_ = true;
+        r->final_status_ =
+            r->cut_off_
+                ? grpc::Status(
+                      grpc::StatusCode::RESOURCE_EXHAUSTED,
+                      absl::StrCat(
+                          "the client stopped reading: more than ",
+                          config.stream_buffer_tokens,
+                          " tokens waited for it, or one write was pending "
+                          "for over ",
+                          absl::FormatDuration(config.stream_write_timeout)))
+                : FinalStatus(event, *r->call_);
+        r->record_.Finish(*r->final_status_, &event);
+        r_ = nullptr;
+      }
+      action = r->Decide(&status);
+    }
+    // The final event's decision is the last use of r from this sink.
+    if (cut_off_now) r->service_.engine->Cancel(event.request_id);
+    r->Perform(action, status);
+  }
+
+ private:
+  StreamGenerateReactor* r_;
+};
+
+StreamGenerateReactor::StreamGenerateReactor(ServiceContext& service,
+                                             grpc::CallbackServerContext* call,
+                                             const v1::GenerateRequest* request)
+    : service_(service),
+      call_(call),
+      options_(request->response()),
+      record_(service, "GenerateStream") {
+  if (grpc::Status s = Submit(request); !s.ok()) FinishEarly(s);
+}
+
+grpc::Status StreamGenerateReactor::Submit(const v1::GenerateRequest* request) {
+  absl::StatusOr<std::string> id = service_.RequestId(call_);
+  if (!id.ok()) return ToGrpcStatus(id.status());
+  record_.set_request_id(*id);
+  if (grpc::Status auth = service_.CheckAuth(*call_); !auth.ok()) return auth;
+  if (service_.draining.load()) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is draining");
+  }
+  absl::StatusOr<GenerateRequest> converted =
+      service_.converter->ToEngine(*request);
+  if (!converted.ok()) return ToGrpcStatus(converted.status());
+  absl::StatusOr<uint64_t> engine_id = service_.engine->Submit(
+      *std::move(converted), std::make_shared<Sink>(this));
+  if (!engine_id.ok()) return ToGrpcStatus(engine_id.status());
+  // OnDone cannot run before the constructor returns (gRPC binds the
+  // reactor after the handler returns), so `this` is valid here even if
+  // the final event came already.
+  engine_id_.store(*engine_id);
+  if (cancelled_.load()) service_.engine->Cancel(*engine_id);
+  return grpc::Status::OK;
+}
+
+void StreamGenerateReactor::FinishEarly(const grpc::Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    finish_started_ = true;
+    final_received_ = true;
+  }
+  record_.Finish(status, nullptr);
+  Finish(status);
+}
+
+StreamGenerateReactor::Action StreamGenerateReactor::Decide(
+    grpc::Status* status) {
+  if (finish_started_ || !final_received_) {
+    // Before the final event only writes are due.
+    if (finish_started_ || write_in_flight_ || !has_pending_ || client_gone_) {
+      return Action::kNone;
+    }
+  } else {
+    // After the final event: finish when nothing more will be written. A
+    // cut-off client is finished even with its write still pending (it
+    // may never read it); an error ends the stream without the partial
+    // message.
+    const bool nothing_to_write =
+        !has_pending_ || client_gone_ || !final_status_->ok();
+    if (cut_off_ || (!write_in_flight_ && nothing_to_write)) {
+      finish_started_ = true;
+      *status = *final_status_;
+      return Action::kFinish;
+    }
+    if (write_in_flight_) return Action::kNone;
+  }
+  in_flight_.Swap(&pending_);
+  pending_.Clear();
+  has_pending_ = false;
+  pending_tokens_ = 0;
+  write_in_flight_ = true;
+  write_started_ = absl::Now();
+  return Action::kWrite;
+}
+
+void StreamGenerateReactor::Perform(Action action, const grpc::Status& status) {
+  if (action == Action::kWrite) {
+    StartWrite(&in_flight_);
+  } else if (action == Action::kFinish) {
+    Finish(status);
+  }
+}
+
+void StreamGenerateReactor::Pump() {
+  grpc::Status status;
+  Action action;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    action = Decide(&status);
+  }
+  Perform(action, status);
+}
+
+void StreamGenerateReactor::OnWriteDone(bool ok) {
+  bool cancel = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    write_in_flight_ = false;
+    if (!ok && !client_gone_) {
+      client_gone_ = true;
+      cancel = !final_received_;
+    }
+  }
+  // The stream broke (the client went away): stop generating.
+  if (cancel) {
+    const uint64_t id = engine_id_.load();
+    if (id != 0) service_.engine->Cancel(id);
+  }
+  Pump();
+}
+
+void StreamGenerateReactor::OnCancel() {
+  cancelled_.store(true);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    client_gone_ = true;
+  }
+  const uint64_t id = engine_id_.load();
+  if (id != 0) service_.engine->Cancel(id);
+}
+
+void StreamGenerateReactor::OnDone() { delete this; }
+
+}  // namespace tributary

@@ -1,0 +1,79 @@
+// GenerateStream: the engine's events become messages, one write in flight
+// at a time (design.md §2). Events that arrive while a write is in flight
+// are merged into one pending message, so a slow reader costs at most one
+// message of buffer per call, not one per token; a reader that falls more
+// than stream_buffer_tokens tokens behind, or leaves one write pending for
+// stream_write_timeout, is cut off with RESOURCE_EXHAUSTED and its sequence
+// is cancelled in the engine (its KV blocks and state slot return to the
+// pools). Client cancellation and deadlines reach Engine::Cancel.
+//
+// Threads: OnEvent runs on the engine thread; OnWriteDone, OnCancel and
+// OnDone on gRPC's. The state they share is under mu_; gRPC calls
+// (StartWrite, Finish) are made outside it. Exactly one of them calls
+// Finish (finish_started_), never before the engine's final event, and no
+// write starts after it; so the reactor (deleted in OnDone, after Finish)
+// outlives every sink call but the final one, which touches it last.
+#ifndef TRIBUTARY_SERVER_STREAM_GENERATE_REACTOR_H_
+#define TRIBUTARY_SERVER_STREAM_GENERATE_REACTOR_H_
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "server/service_context.h"
+#include "tributary/v1/tributary.pb.h"
+
+namespace tributary {
+
+class StreamGenerateReactor final
+    : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+ public:
+  StreamGenerateReactor(ServiceContext& service,
+                        grpc::CallbackServerContext* call,
+                        const v1::GenerateRequest* request);
+
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  class Sink;
+  struct Shared;
+  enum class Action { kNone, kWrite, kFinish };
+  // Under mu_: what is due next (a write of the pending message or the
+  // finish), marked as started. Perform() then calls gRPC outside mu_.
+  Action Decide(grpc::Status* status);
+  void Perform(Action action, const grpc::Status& status);
+  void Pump();  // Decide under mu_, then Perform
+  // Validates and submits to the engine; an error is for FinishEarly.
+  grpc::Status Submit(const v1::GenerateRequest* request);
+  // Finishes without the engine (validation errors, before any write).
+  void FinishEarly(const grpc::Status& status);
+
+  ServiceContext& service_;
+  grpc::CallbackServerContext* call_;
+  v1::ResponseOptions options_;
+  GenerationRecord record_;
+  std::atomic<uint64_t> engine_id_{0};
+  std::atomic<bool> cancelled_{false};
+
+  std::mutex mu_;
+  v1::GenerateResponse pending_;   // merged events not yet written
+  bool has_pending_ = false;
+  int64_t pending_tokens_ = 0;
+  v1::GenerateResponse in_flight_;  // owned by gRPC until OnWriteDone
+  bool write_in_flight_ = false;
+  absl::Time write_started_;
+  bool final_received_ = false;
+  std::optional<grpc::Status> final_status_;  // set with final_received_
+  bool finish_started_ = false;
+  bool client_gone_ = false;  // a write failed or the call was cancelled
+  bool cut_off_ = false;      // we gave up on a client that stopped reading
+};
+
+}  // namespace tributary
+
+#endif  // TRIBUTARY_SERVER_STREAM_GENERATE_REACTOR_H_

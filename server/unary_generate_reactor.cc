@@ -1,0 +1,86 @@
+#include "server/unary_generate_reactor.h"
+
+#include <utility>
+
+#include "server/status_conversion.h"
+
+namespace tributary {
+
+// Owned by the engine until the final event; then it finishes the call and
+// never touches the reactor again (the reactor may be deleted right after).
+class UnaryGenerateReactor::Sink : public TokenSink {
+ public:
+  explicit Sink(UnaryGenerateReactor* reactor) : reactor_(reactor) {}
+  void OnEvent(const TokenEvent& event) override {
+    UnaryGenerateReactor* r = reactor_;
+    r->record_.OnEvent(event);
+    r->service_.converter->AppendEvent(event, r->options_, r->response_);
+    if (event.is_final) {
+      reactor_ = nullptr;
+      r->FinishWith(FinalStatus(event, *r->call_), &event);
+    }
+  }
+
+ private:
+  UnaryGenerateReactor* reactor_;
+};
+
+UnaryGenerateReactor::UnaryGenerateReactor(ServiceContext& service,
+                                           grpc::CallbackServerContext* call,
+                                           const v1::GenerateRequest* request,
+                                           v1::GenerateResponse* response)
+    : service_(service),
+      call_(call),
+      options_(request->response()),
+      response_(response),
+      record_(service, "Generate") {
+  absl::StatusOr<std::string> id = service.RequestId(call);
+  if (!id.ok()) {
+    FinishWith(ToGrpcStatus(id.status()), nullptr);
+    return;
+  }
+  record_.set_request_id(*id);
+  if (grpc::Status auth = service.CheckAuth(*call); !auth.ok()) {
+    FinishWith(auth, nullptr);
+    return;
+  }
+  if (service.draining.load()) {
+    FinishWith(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            "the server is draining"),
+               nullptr);
+    return;
+  }
+  absl::StatusOr<GenerateRequest> converted =
+      service.converter->ToEngine(*request);
+  if (!converted.ok()) {
+    FinishWith(ToGrpcStatus(converted.status()), nullptr);
+    return;
+  }
+  absl::StatusOr<uint64_t> engine_id = service.engine->Submit(
+      *std::move(converted), std::make_shared<Sink>(this));
+  if (!engine_id.ok()) {
+    // On error the engine never calls the sink.
+    FinishWith(ToGrpcStatus(engine_id.status()), nullptr);
+    return;
+  }
+  // The final event may have arrived (and the reactor be finished) already;
+  // the engine ignores a cancel of a finished id, and the reactor is not
+  // deleted before OnDone, which needs this constructor to return first.
+  engine_id_.store(*engine_id);
+  if (cancelled_.load()) service.engine->Cancel(*engine_id);
+}
+
+void UnaryGenerateReactor::OnCancel() {
+  cancelled_.store(true);
+  const uint64_t id = engine_id_.load();
+  if (id != 0) service_.engine->Cancel(id);
+}
+
+void UnaryGenerateReactor::FinishWith(const grpc::Status& status,
+                                      const TokenEvent* final_event) {
+  if (!status.ok()) response_->Clear();
+  record_.Finish(status, final_event);
+  Finish(status);
+}
+
+}  // namespace tributary
