@@ -2,6 +2,7 @@
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC bug 105593
+#pragma GCC diagnostic ignored "-Wuninitialized"  // the same bug
 #endif
 
 #include <immintrin.h>
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
 namespace tributary {

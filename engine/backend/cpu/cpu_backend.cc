@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cpu/attention.h"
 #include "engine/backend/cpu/delta_rule.h"
+#include "engine/backend/cpu/elementwise.h"
 #include "engine/backend/cpu/matmul.h"
 #include "engine/backend/cpu/reference_ops.h"
 
@@ -70,9 +71,9 @@ absl::StatusOr<Tensor> CpuBackend::Allocate(ElementType type,
   bytes = (bytes + kAlignmentBytes - 1) / kAlignmentBytes * kAlignmentBytes;
   void* data = std::aligned_alloc(kAlignmentBytes, bytes);
   if (data == nullptr) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "cannot allocate ", bytes, " bytes for a tensor of shape ",
-        shape.ToString()));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot allocate ", bytes, " bytes for a tensor of shape ",
+                     shape.ToString()));
   }
   allocations_.insert(data);
   tensor.data = data;
@@ -124,7 +125,8 @@ absl::Status CpuBackend::SetBatchLayout(const BatchLayout& layout) {
   positions_.assign(static_cast<size_t>(layout.num_tokens()), 0);
   for (const SequenceSlice& s : layout_.sequences) {
     for (int64_t i = 0; i < s.num_tokens; ++i) {
-      positions_[s.token_offset + i] = static_cast<int32_t>(s.first_position + i);
+      positions_[s.token_offset + i] =
+          static_cast<int32_t>(s.first_position + i);
     }
   }
   return absl::OkStatus();
@@ -144,49 +146,34 @@ void CpuBackend::EmbeddingGather(const Tensor& ids, const Tensor& table,
 void CpuBackend::RmsNorm(const Tensor& x, const Tensor& w, float eps,
                          const Tensor& out) {
   const int64_t dim = w.num_elements();
-  ref::RmsNormZeroCentred(F32(x), x.num_elements() / dim, dim, w.data, w.type,
-                          eps, F32(out));
+  fast::RmsNormZeroCentred(F32(x), x.num_elements() / dim, dim, w.data, w.type,
+                           eps, F32(out), pool_.get());
 }
 
 void CpuBackend::GatedRmsNorm(const Tensor& o, const Tensor& z, const Tensor& w,
                               float eps, const Tensor& out) {
   const int64_t dim = w.num_elements();
-  ref::GatedRmsNorm(F32(o), F32(z), o.num_elements() / dim, dim, w.data, w.type,
-                    eps, F32(out));
+  fast::GatedRmsNorm(F32(o), F32(z), o.num_elements() / dim, dim, w.data,
+                     w.type, eps, F32(out), pool_.get());
 }
 
 void CpuBackend::ResidualAdd(const Tensor& x, const Tensor& u,
                              const Tensor& stats) {
-  const int64_t num_tokens = x.rows();
-  if (stats.data == nullptr) {
-    ref::ResidualAdd(F32(x), F32(u), num_tokens, x.cols(), nullptr);
-    return;
-  }
-  std::vector<ref::ResidualTokenStats> per_token(static_cast<size_t>(num_tokens));
-  ref::ResidualAdd(F32(x), F32(u), num_tokens, x.cols(), per_token.data());
-  float* out = F32(stats);
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    float* row = out + t * kResidualStatsColumns;
-    row[kStatStreamNorm] = per_token[t].stream_norm;
-    row[kStatUpdateNorm] = per_token[t].update_norm;
-    row[kStatSumNorm] = per_token[t].sum_norm;
-    row[kStatMaxAbs] = per_token[t].max_abs;
-    row[kStatMaxAbsDim] = static_cast<float>(per_token[t].max_abs_dim);
-    row[kStatNonFinite] = per_token[t].nonfinite ? 1.0f : 0.0f;
-  }
+  fast::ResidualAdd(F32(x), F32(u), x.rows(), x.cols(),
+                    stats.data == nullptr ? nullptr : F32(stats), pool_.get());
 }
 
 void CpuBackend::SwiGlu(const Tensor& gate, const Tensor& up,
                         const Tensor& out) {
-  ref::SwiGlu(F32(gate), F32(up), gate.num_elements(), F32(out));
+  fast::SwiGlu(F32(gate), F32(up), gate.num_elements(), F32(out), pool_.get());
 }
 
 void CpuBackend::SigmoidGate(const Tensor& o, const Tensor& gate) {
-  ref::SigmoidGate(F32(o), F32(gate), o.num_elements());
+  fast::SigmoidGate(F32(o), F32(gate), o.num_elements(), pool_.get());
 }
 
 void CpuBackend::L2NormRows(const Tensor& x, int64_t dim, float scale) {
-  ref::L2NormRows(F32(x), x.num_elements() / dim, dim, scale);
+  fast::L2NormRows(F32(x), x.num_elements() / dim, dim, scale, pool_.get());
 }
 
 void CpuBackend::GdnGates(const Tensor& a, const Tensor& b, const Tensor& a_log,
@@ -221,16 +208,21 @@ void CpuBackend::Rope(const Tensor& x, int64_t rotary_dim, float theta) {
 }
 
 void CpuBackend::CausalConv1dSilu(const Tensor& x, const Tensor& w,
-                                  const Tensor& window_pool, const Tensor& out) {
+                                  const Tensor& window_pool,
+                                  const Tensor& out) {
   const int64_t channels = x.cols();
   const int64_t kernel = w.shape[w.shape.rank - 1];
   const int64_t window_elems = (kernel - 1) * channels;
+  std::vector<fast::ConvSequence> sequences;
+  sequences.reserve(layout_.sequences.size());
   for (const SequenceSlice& s : layout_.sequences) {
-    ref::CausalConv1dSilu(F32(x) + s.token_offset * channels, s.num_tokens,
-                          channels, kernel, w.data, w.type,
-                          F32(window_pool) + s.state_slot * window_elems,
-                          F32(out) + s.token_offset * channels);
+    sequences.push_back({F32(x) + s.token_offset * channels, s.num_tokens,
+                         F32(window_pool) + s.state_slot * window_elems,
+                         F32(out) + s.token_offset * channels});
   }
+  fast::CausalConv1dSilu(sequences.data(),
+                         static_cast<int64_t>(sequences.size()), channels,
+                         kernel, w.data, w.type, pool_.get());
 }
 
 void CpuBackend::GatedDeltaRule(const Tensor& q, const Tensor& k,
@@ -263,7 +255,8 @@ void CpuBackend::GatedDeltaRule(const Tensor& q, const Tensor& k,
   const int64_t units = static_cast<int64_t>(calls.size()) * hv;
   // About 4 multiply-adds per state element per token (decay, prediction,
   // update, output).
-  const int64_t macs = 4 * static_cast<int64_t>(positions_.size()) * hv * dk * dv;
+  const int64_t macs =
+      4 * static_cast<int64_t>(positions_.size()) * hv * dk * dv;
   pool_->ParallelForWorker(
       units,
       [&](int worker, int64_t begin, int64_t end) {
@@ -313,10 +306,12 @@ void CpuBackend::PagedAttention(const Tensor& q, const Tensor& k_pool,
     first_unit.push_back(first_unit.back() + AttentionUnits(c));
     scratch_bytes = std::max(scratch_bytes, AttentionScratchBytes(c));
     // Scores and the weighted sum: 2 multiply-adds per key per dimension.
-    macs += 2 * heads * head_dim * s.num_tokens * (s.first_position + s.num_tokens);
+    macs +=
+        2 * heads * head_dim * s.num_tokens * (s.first_position + s.num_tokens);
   }
   pool_->ParallelForWorker(
-      first_unit.back(), [&](int worker, int64_t begin, int64_t end) {
+      first_unit.back(),
+      [&](int worker, int64_t begin, int64_t end) {
         void* scratch = pool_->WorkerScratch(worker, scratch_bytes);
         size_t c = static_cast<size_t>(
             std::upper_bound(first_unit.begin(), first_unit.end(), begin) -

@@ -1,8 +1,9 @@
 // The CPU backend: f32 activations in host memory, weights aliased in their
 // stored type (bf16/f16/f32) straight from the mmap'd checkpoint, the fast
-// matmul (matmul.h) on a thread pool, and the reference ops
-// (reference_ops.h) for everything else. Ops run synchronously on the
-// calling thread (and the pool), so Synchronize() only reports errors.
+// kernels on a thread pool (matmul.h, elementwise.h, delta_rule.h,
+// attention.h), and the reference ops (reference_ops.h) for the few cheap
+// rest (embedding gather, GDN gates, RoPE, KV writes). Ops run synchronously on
+// the calling thread (and the pool), so Synchronize() only reports errors.
 #ifndef TRIBUTARY_ENGINE_BACKEND_CPU_CPU_BACKEND_H_
 #define TRIBUTARY_ENGINE_BACKEND_CPU_CPU_BACKEND_H_
 
@@ -29,14 +30,16 @@ class CpuBackend final : public Backend {
   ElementType activation_type() const override { return ElementType::kF32; }
   int num_threads() const { return pool_->num_threads(); }
 
-  absl::StatusOr<Tensor> Allocate(ElementType type, const Shape& shape) override;
+  absl::StatusOr<Tensor> Allocate(ElementType type,
+                                  const Shape& shape) override;
   void Free(Tensor& tensor) override;
   absl::StatusOr<Tensor> ImportWeight(const void* host, ElementType type,
                                       const Shape& shape) override;
   absl::Status CopyFromHost(const void* src, const Tensor& dst) override;
   absl::Status CopyToHost(const Tensor& src, void* dst) override;
   void Zero(const Tensor& tensor) override;
-  void ZeroRows(const Tensor& tensor, int64_t row_begin, int64_t row_end) override;
+  void ZeroRows(const Tensor& tensor, int64_t row_begin,
+                int64_t row_end) override;
   absl::Status Synchronize() override { return absl::OkStatus(); }
   absl::Status SetBatchLayout(const BatchLayout& layout) override;
 
@@ -45,9 +48,10 @@ class CpuBackend final : public Backend {
                        const Tensor& out) override;
   void RmsNorm(const Tensor& x, const Tensor& w, float eps,
                const Tensor& out) override;
-  void GatedRmsNorm(const Tensor& o, const Tensor& z, const Tensor& w, float eps,
-                    const Tensor& out) override;
-  void ResidualAdd(const Tensor& x, const Tensor& u, const Tensor& stats) override;
+  void GatedRmsNorm(const Tensor& o, const Tensor& z, const Tensor& w,
+                    float eps, const Tensor& out) override;
+  void ResidualAdd(const Tensor& x, const Tensor& u,
+                   const Tensor& stats) override;
   void SwiGlu(const Tensor& gate, const Tensor& up, const Tensor& out) override;
   void SigmoidGate(const Tensor& o, const Tensor& gate) override;
   void L2NormRows(const Tensor& x, int64_t dim, float scale) override;

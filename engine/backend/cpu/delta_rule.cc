@@ -2,6 +2,7 @@
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC bug 105593
+#pragma GCC diagnostic ignored "-Wuninitialized"  // the same bug
 #endif
 
 #include <immintrin.h>

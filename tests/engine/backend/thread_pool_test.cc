@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -28,32 +29,63 @@ TEST(ThreadPoolTest, CoversTheRangeExactlyOnce) {
   }
 }
 
-TEST(ThreadPoolTest, StaticPartitionAndWorkerIds) {
+TEST(ThreadPoolTest, FixedPartitionAndWorkerIds) {
   ThreadPool pool(3);
-  std::mutex mu;
-  std::set<std::pair<int64_t, int64_t>> chunks;
-  std::set<int> workers;
-  pool.ParallelForWorker(10, [&](int worker, int64_t begin, int64_t end) {
-    std::lock_guard<std::mutex> lock(mu);
-    chunks.insert({begin, end});
-    workers.insert(worker);
-    EXPECT_EQ(begin, worker * 10 / 3);
-    EXPECT_EQ(end, (worker + 1) * 10 / 3);
-  });
-  EXPECT_EQ(chunks,
-            (std::set<std::pair<int64_t, int64_t>>{{0, 3}, {3, 6}, {6, 10}}));
-  EXPECT_EQ(workers, (std::set<int>{0, 1, 2}));
+  for (int rep = 0; rep < 20; ++rep) {
+    std::mutex mu;
+    std::multiset<std::pair<int64_t, int64_t>> chunks;
+    std::set<int> workers;
+    pool.ParallelForWorker(100, [&](int worker, int64_t begin, int64_t end) {
+      std::lock_guard<std::mutex> lock(mu);
+      chunks.insert({begin, end});
+      workers.insert(worker);
+    });
+    // C = min(100, 3 · kChunksPerThread) chunks [c·100 / C, (c+1)·100 / C),
+    // each exactly once, whoever ran it.
+    const int64_t c = 3 * ThreadPool::kChunksPerThread;
+    std::multiset<std::pair<int64_t, int64_t>> expected;
+    for (int64_t i = 0; i < c; ++i)
+      expected.insert({i * 100 / c, (i + 1) * 100 / c});
+    EXPECT_EQ(chunks, expected);
+    for (int w : workers) {
+      EXPECT_GE(w, 0);
+      EXPECT_LT(w, 3);
+    }
+  }
 }
 
-TEST(ThreadPoolTest, ChunkZeroRunsOnTheCaller) {
+TEST(ThreadPoolTest, ChunksRunOnTheCallerOrAWorker) {
   ThreadPool pool(2);
   const std::thread::id caller = std::this_thread::get_id();
-  std::thread::id chunk0, chunk1;
-  pool.ParallelForWorker(2, [&](int worker, int64_t, int64_t) {
-    (worker == 0 ? chunk0 : chunk1) = std::this_thread::get_id();
-  });
-  EXPECT_EQ(chunk0, caller);
-  EXPECT_NE(chunk1, caller);
+  std::mutex mu;
+  std::set<std::pair<int, bool>> seen;  // (worker id, on the caller)
+  for (int rep = 0; rep < 50; ++rep) {
+    pool.ParallelForWorker(64, [&](int worker, int64_t, int64_t) {
+      std::lock_guard<std::mutex> lock(mu);
+      seen.insert({worker, std::this_thread::get_id() == caller});
+    });
+  }
+  // Worker 0 is always the caller, worker 1 never.
+  for (const auto& [worker, on_caller] : seen) {
+    EXPECT_EQ(on_caller, worker == 0) << "worker " << worker;
+  }
+}
+
+TEST(ThreadPoolTest, SlowChunksOnOneSideStillCoverTheRangeOnce) {
+  // While the worker sleeps in a chunk, the caller claims the others; the
+  // range is still covered exactly once and the call returns only after the
+  // slow chunk.
+  ThreadPool pool(2);
+  for (int rep = 0; rep < 100; ++rep) {
+    std::atomic<int64_t> covered{0};
+    pool.ParallelForWorker(37, [&](int worker, int64_t begin, int64_t end) {
+      if (worker == 1 && rep % 2 == 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+      covered.fetch_add(end - begin);
+    });
+    EXPECT_EQ(covered.load(), 37);
+  }
 }
 
 TEST(ThreadPoolTest, MaxChunksLimitsParallelism) {
@@ -95,22 +127,32 @@ TEST(ThreadPoolTest, ManyCallsAndConcurrentCallers) {
 
 TEST(ThreadPoolTest, WorkerScratchIsAlignedPerWorkerAndKept) {
   ThreadPool pool(2);
+  // A worker may run several chunks of a call (or none): the first chunk of
+  // a worker fills its buffer, later ones must find the same buffer.
   void* first[2] = {nullptr, nullptr};
-  pool.ParallelForWorker(2, [&](int worker, int64_t, int64_t) {
+  pool.ParallelForWorker(8, [&](int worker, int64_t, int64_t) {
     void* p = pool.WorkerScratch(worker, 1000);
     ASSERT_NE(p, nullptr);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
-    std::memset(p, worker, 1000);
-    first[worker] = p;
+    if (first[worker] == nullptr) {
+      std::memset(p, worker, 1000);
+      first[worker] = p;
+    }
+    EXPECT_EQ(p, first[worker]);
   });
-  EXPECT_NE(first[0], first[1]);
-  pool.ParallelForWorker(2, [&](int worker, int64_t, int64_t) {
+  if (first[0] != nullptr && first[1] != nullptr) {
+    EXPECT_NE(first[0], first[1]);
+  }
+  pool.ParallelForWorker(8, [&](int worker, int64_t, int64_t) {
     // Same size or smaller: the same buffer, contents kept.
     void* p = pool.WorkerScratch(worker, 500);
-    EXPECT_EQ(p, first[worker]);
-    EXPECT_EQ(static_cast<unsigned char*>(p)[499], worker);
-    // Larger: grows.
-    EXPECT_NE(pool.WorkerScratch(worker, 1 << 20), nullptr);
+    if (first[worker] != nullptr) {
+      EXPECT_EQ(p, first[worker]);
+      EXPECT_EQ(static_cast<unsigned char*>(p)[499], worker);
+    }
+  });
+  pool.ParallelForWorker(8, [&](int worker, int64_t, int64_t) {
+    EXPECT_NE(pool.WorkerScratch(worker, 1 << 20), nullptr);  // grows
   });
 }
 

@@ -1,0 +1,269 @@
+// step_ops_bench: where a decode step's time goes, op by op, on the CPU
+// backend. The real HybridDecoder runs over a Backend that forwards every
+// call to a CpuBackend and times it (the CPU backend is synchronous, so the
+// wall time of a call is its cost, thread hand-offs included). Prints, for
+// decode steps of --batch sequences, the time per step of each op and weight
+// shape, largest first, against the whole forward: the mean over the steps
+// and the best step (the machine is shared: the best is the least
+// disturbed).
+//   step_ops_bench [--model DIR] [--batch B] [--prompt P] [--steps N]
+//                  [--threads T]
+// Defaults: the default model, B = 32, P = 32, N = 64, T = 2.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/backend/cpu/cpu_backend.h"
+#include "engine/base/cli.h"
+#include "engine/base/status_macros.h"
+#include "engine/model/hybrid_decoder.h"
+#include "engine/model/model_directory.h"
+
+namespace tributary {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Forwards to `inner`, adding each call's wall time to totals[key].
+class TimingBackend final : public Backend {
+ public:
+  explicit TimingBackend(Backend* inner) : inner_(inner) {}
+
+  std::map<std::string, double>& totals() { return totals_; }
+
+  const char* name() const override { return inner_->name(); }
+  ElementType activation_type() const override {
+    return inner_->activation_type();
+  }
+  absl::StatusOr<Tensor> Allocate(ElementType type,
+                                  const Shape& shape) override {
+    return inner_->Allocate(type, shape);
+  }
+  void Free(Tensor& tensor) override { inner_->Free(tensor); }
+  absl::StatusOr<Tensor> ImportWeight(const void* host, ElementType type,
+                                      const Shape& shape) override {
+    return inner_->ImportWeight(host, type, shape);
+  }
+  absl::Status CopyFromHost(const void* src, const Tensor& dst) override {
+    return Time("CopyFromHost", [&] { return inner_->CopyFromHost(src, dst); });
+  }
+  absl::Status CopyToHost(const Tensor& src, void* dst) override {
+    return Time("CopyToHost", [&] { return inner_->CopyToHost(src, dst); });
+  }
+  void Zero(const Tensor& t) override { inner_->Zero(t); }
+  void ZeroRows(const Tensor& t, int64_t b, int64_t e) override {
+    inner_->ZeroRows(t, b, e);
+  }
+  absl::Status Synchronize() override { return inner_->Synchronize(); }
+  absl::Status SetBatchLayout(const BatchLayout& layout) override {
+    return Time("SetBatchLayout",
+                [&] { return inner_->SetBatchLayout(layout); });
+  }
+  void MatMul(const Tensor& x, const Tensor& w, const Tensor& y) override {
+    TimeVoid(absl::StrCat("MatMul ", w.shape[0], "x", w.shape[1]),
+             [&] { inner_->MatMul(x, w, y); });
+  }
+  void EmbeddingGather(const Tensor& ids, const Tensor& table,
+                       const Tensor& out) override {
+    TimeVoid("EmbeddingGather",
+             [&] { inner_->EmbeddingGather(ids, table, out); });
+  }
+  void RmsNorm(const Tensor& x, const Tensor& w, float eps,
+               const Tensor& out) override {
+    TimeVoid(absl::StrCat("RmsNorm dim ", w.num_elements()),
+             [&] { inner_->RmsNorm(x, w, eps, out); });
+  }
+  void GatedRmsNorm(const Tensor& o, const Tensor& z, const Tensor& w,
+                    float eps, const Tensor& out) override {
+    TimeVoid("GatedRmsNorm", [&] { inner_->GatedRmsNorm(o, z, w, eps, out); });
+  }
+  void ResidualAdd(const Tensor& x, const Tensor& u,
+                   const Tensor& stats) override {
+    TimeVoid("ResidualAdd", [&] { inner_->ResidualAdd(x, u, stats); });
+  }
+  void SwiGlu(const Tensor& g, const Tensor& u, const Tensor& out) override {
+    TimeVoid("SwiGlu", [&] { inner_->SwiGlu(g, u, out); });
+  }
+  void SigmoidGate(const Tensor& o, const Tensor& gate) override {
+    TimeVoid("SigmoidGate", [&] { inner_->SigmoidGate(o, gate); });
+  }
+  void L2NormRows(const Tensor& x, int64_t dim, float scale) override {
+    TimeVoid("L2NormRows", [&] { inner_->L2NormRows(x, dim, scale); });
+  }
+  void GdnGates(const Tensor& a, const Tensor& b, const Tensor& a_log,
+                const Tensor& dt_bias, const Tensor& g,
+                const Tensor& beta) override {
+    TimeVoid("GdnGates",
+             [&] { inner_->GdnGates(a, b, a_log, dt_bias, g, beta); });
+  }
+  void CopyColumns(const Tensor& src, int64_t col_begin,
+                   const Tensor& dst) override {
+    TimeVoid("CopyColumns", [&] { inner_->CopyColumns(src, col_begin, dst); });
+  }
+  void GatherRows(const Tensor& src, const Tensor& rows,
+                  const Tensor& dst) override {
+    TimeVoid("GatherRows", [&] { inner_->GatherRows(src, rows, dst); });
+  }
+  void Rope(const Tensor& x, int64_t rotary_dim, float theta) override {
+    TimeVoid("Rope", [&] { inner_->Rope(x, rotary_dim, theta); });
+  }
+  void CausalConv1dSilu(const Tensor& x, const Tensor& w,
+                        const Tensor& window_pool, const Tensor& out) override {
+    TimeVoid("CausalConv1dSilu",
+             [&] { inner_->CausalConv1dSilu(x, w, window_pool, out); });
+  }
+  void GatedDeltaRule(const Tensor& q, const Tensor& k, const Tensor& v,
+                      const Tensor& g, const Tensor& beta,
+                      const Tensor& state_pool, const Tensor& out) override {
+    TimeVoid("GatedDeltaRule", [&] {
+      inner_->GatedDeltaRule(q, k, v, g, beta, state_pool, out);
+    });
+  }
+  void WriteKv(const Tensor& k, const Tensor& v, const Tensor& k_pool,
+               const Tensor& v_pool) override {
+    TimeVoid("WriteKv", [&] { inner_->WriteKv(k, v, k_pool, v_pool); });
+  }
+  void PagedAttention(const Tensor& q, const Tensor& k_pool,
+                      const Tensor& v_pool, float scale,
+                      const Tensor& out) override {
+    TimeVoid("PagedAttention",
+             [&] { inner_->PagedAttention(q, k_pool, v_pool, scale, out); });
+  }
+
+ private:
+  template <typename Fn>
+  absl::Status Time(const std::string& key, Fn fn) {
+    const auto start = Clock::now();
+    absl::Status status = fn();
+    totals_[key] += std::chrono::duration<double>(Clock::now() - start).count();
+    return status;
+  }
+  template <typename Fn>
+  void TimeVoid(const std::string& key, Fn fn) {
+    const auto start = Clock::now();
+    fn();
+    totals_[key] += std::chrono::duration<double>(Clock::now() - start).count();
+  }
+
+  Backend* inner_;
+  std::map<std::string, double> totals_;
+};
+
+absl::Status Run(int argc, char** argv) {
+  ASSIGN_OR_RETURN(
+      CliArgs args,
+      CliArgs::Parse(argc, argv,
+                     {"model", "batch", "prompt", "steps", "threads"}, {}));
+  const std::string model_dir = args.GetOr("model", "models/tiny-shakespeare");
+  ASSIGN_OR_RETURN(const int64_t batch, args.GetInt("batch", 32, 1, 256));
+  ASSIGN_OR_RETURN(const int64_t prompt, args.GetInt("prompt", 32, 1, 512));
+  ASSIGN_OR_RETURN(const int64_t steps, args.GetInt("steps", 64, 1, 512));
+  ASSIGN_OR_RETURN(const int64_t threads, args.GetInt("threads", 2, 1, 64));
+
+  ASSIGN_OR_RETURN(ModelDirectory model, ModelDirectory::Load(model_dir));
+  const ModelConfig& config = model.config();
+  if (prompt + steps > config.max_position_embeddings) {
+    return absl::InvalidArgumentError("--prompt + --steps exceeds the context");
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<CpuBackend> cpu,
+                   CpuBackend::Create({static_cast<int>(threads)}));
+  TimingBackend timed(cpu.get());
+  constexpr int64_t kBlockSize = 16;
+  const int64_t blocks_per_seq = (prompt + steps + kBlockSize - 1) / kBlockSize;
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<HybridDecoder> decoder,
+      HybridDecoder::Create(config, model.weights(), &timed,
+                            {batch * blocks_per_seq, kBlockSize, batch}));
+  BatchLayout layout;
+  for (int64_t s = 0; s < batch; ++s) {
+    SequenceSlice& slice = layout.sequences.emplace_back();
+    slice.state_slot = static_cast<int32_t>(s);
+    for (int64_t b = 0; b < blocks_per_seq; ++b) {
+      slice.block_table.push_back(static_cast<int32_t>(s * blocks_per_seq + b));
+    }
+  }
+  // Prefill each sequence alone (fixed pseudo-random ids), then decode all.
+  std::vector<int32_t> ids;
+  for (int64_t s = 0; s < batch; ++s) {
+    BatchLayout one;
+    one.sequences.push_back(layout.sequences[s]);
+    one.sequences[0].num_tokens = prompt;
+    ids.clear();
+    for (int64_t i = 0; i < prompt; ++i) {
+      ids.push_back(
+          static_cast<int32_t>((s * 7919 + i * 104729) % config.vocab_size));
+    }
+    RETURN_IF_ERROR(decoder->Forward(one, ids, {false, false}).status());
+  }
+  ForwardOptions options;  // residual statistics on, as the engine runs
+  for (int64_t s = 0; s < batch; ++s) {
+    layout.sequences[s].token_offset = s;
+    layout.sequences[s].first_position = prompt;
+    layout.sequences[s].num_tokens = 1;
+  }
+  timed.totals().clear();
+  double forward_seconds = 0.0, best_forward = 1e30;
+  std::map<std::string, double> best;  // the least time of an op in a step
+  for (int64_t step = 0; step < steps; ++step) {
+    const std::map<std::string, double> before = timed.totals();
+    ids.assign(static_cast<size_t>(batch), 0);
+    for (int64_t s = 0; s < batch; ++s) {
+      ids[s] = static_cast<int32_t>((s + step * 31) % config.vocab_size);
+    }
+    const auto start = Clock::now();
+    RETURN_IF_ERROR(decoder->Forward(layout, ids, options).status());
+    const double seconds =
+        std::chrono::duration<double>(Clock::now() - start).count();
+    forward_seconds += seconds;
+    best_forward = std::min(best_forward, seconds);
+    for (const auto& [key, total] : timed.totals()) {
+      auto it = before.find(key);
+      const double in_step = total - (it == before.end() ? 0.0 : it->second);
+      auto [b, fresh] = best.emplace(key, in_step);
+      if (!fresh) b->second = std::min(b->second, in_step);
+    }
+    for (SequenceSlice& s : layout.sequences) ++s.first_position;
+  }
+  std::vector<std::pair<double, std::string>> rows;
+  double sum = 0.0, best_sum = 0.0;
+  for (const auto& [key, seconds] : timed.totals()) {
+    rows.emplace_back(seconds, key);
+    sum += seconds;
+    best_sum += best[key];
+  }
+  std::sort(rows.rbegin(), rows.rend());
+  const double per_step_ms = 1e3 / static_cast<double>(steps);
+  std::printf(
+      "batch %lld, %lld decode steps after a %lld-token prompt, %lld "
+      "threads\n",
+      static_cast<long long>(batch), static_cast<long long>(steps),
+      static_cast<long long>(prompt), static_cast<long long>(threads));
+  std::printf(
+      "forward: mean %.3f ms/step (%.1f tok/s), best %.3f ms "
+      "(%.1f tok/s); ops: mean %.3f, sum of bests %.3f ms\n",
+      forward_seconds * per_step_ms,
+      static_cast<double>(batch * steps) / forward_seconds, best_forward * 1e3,
+      static_cast<double>(batch) / best_forward, sum * per_step_ms,
+      best_sum * 1e3);
+  std::printf("  %-24s %9s %9s %6s\n", "op", "mean ms", "best ms", "mean %");
+  for (const auto& [seconds, key] : rows) {
+    std::printf("  %-24s %9.3f %9.3f %5.1f%%\n", key.c_str(),
+                seconds * per_step_ms, best[key] * 1e3,
+                100.0 * seconds / forward_seconds);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace tributary
+
+int main(int argc, char** argv) {
+  return tributary::RunCliMain("step_ops_bench",
+                               [&] { return tributary::Run(argc, argv); });
+}

@@ -1,0 +1,244 @@
+#include "engine/backend/cpu/elementwise.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC bug 105593
+#pragma GCC diagnostic ignored "-Wuninitialized"        // the same bug
+#endif
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/backend/cpu/matmul_kernels.h"
+
+namespace tributary {
+namespace elementwise_internal {
+
+namespace avx512 {
+#define TRIB_ISA 2
+#define TRIB_TARGET \
+  __attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma")))
+#include "engine/backend/cpu/elementwise_kernels.inc"
+#undef TRIB_ISA
+#undef TRIB_TARGET
+}  // namespace avx512
+
+namespace avx2 {
+#define TRIB_ISA 1
+#define TRIB_TARGET __attribute__((target("avx2,fma")))
+#include "engine/backend/cpu/elementwise_kernels.inc"
+#undef TRIB_ISA
+#undef TRIB_TARGET
+}  // namespace avx2
+
+namespace portable {
+#define TRIB_ISA 0
+#define TRIB_TARGET
+#include "engine/backend/cpu/elementwise_kernels.inc"
+#undef TRIB_ISA
+#undef TRIB_TARGET
+}  // namespace portable
+
+namespace {
+
+// The row kernels of one path.
+struct Kernels {
+  void (*rms_norm)(const float*, int64_t, const float*, float, float*);
+  void (*gated_rms_norm)(const float*, const float*, int64_t, const float*,
+                         float, float*);
+  void (*l2_norm)(float*, int64_t, float);
+  void (*residual_add)(float*, const float*, int64_t, float*);
+  void (*swiglu)(const float*, const float*, int64_t, float*);
+  void (*sigmoid_gate)(float*, const float*, int64_t);
+  void (*conv)(const float*, int64_t, int64_t, int64_t, const float*, float*,
+               float*, int64_t, int64_t);
+};
+
+#define TRIB_KERNELS(ns)                                            \
+  Kernels {                                                         \
+    &ns::RmsNormRow, &ns::GatedRmsNormRow, &ns::L2NormRow,          \
+        &ns::ResidualAddRow, &ns::SwiGluSpan, &ns::SigmoidGateSpan, \
+        &ns::ConvChannels                                           \
+  }
+
+const Kernels& KernelsFor(MatMulIsa isa) {
+  static const Kernels kAvx512 = TRIB_KERNELS(avx512);
+  static const Kernels kAvx2 = TRIB_KERNELS(avx2);
+  static const Kernels kPortable = TRIB_KERNELS(portable);
+  switch (ResolveMatMulIsa(isa)) {
+    case MatMulIsa::kAvx512:
+      return kAvx512;
+    case MatMulIsa::kAvx2:
+      return kAvx2;
+    default:
+      return kPortable;
+  }
+}
+
+#undef TRIB_KERNELS
+
+// Relative cost of an element of an op with an e^x (vs plain arithmetic).
+constexpr int64_t kExpWork = 8;
+
+// fn(begin, end) over [0, n) units: on the calling thread when the call's
+// work is small (or there is no pool), else split over the pool.
+template <typename Fn>
+void ForUnits(ThreadPool* pool, int64_t n, int64_t work, const Fn& fn) {
+  if (n <= 0) return;
+  if (pool == nullptr || work < fast::kMinParallelWork) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  pool->ParallelFor(n, fn);
+}
+
+// A weight vector widened to f32 (plus `add`: 1 for the zero-centred norm,
+// whose 1 + w is then exactly what the reference multiplies by).
+class WidenedWeight {
+ public:
+  WidenedWeight(const void* w, ElementType type, int64_t n, float add,
+                MatMulIsa isa)
+      : data_(static_cast<size_t>(n)) {
+    if (type == ElementType::kF32 || type == ElementType::kBF16 ||
+        type == ElementType::kF16) {
+      const auto& kern = ResolveMatMulIsa(isa) == MatMulIsa::kAvx512
+                             ? matmul_internal::Avx512Kernels()
+                         : ResolveMatMulIsa(isa) == MatMulIsa::kAvx2
+                             ? matmul_internal::Avx2Kernels()
+                             : matmul_internal::ScalarKernels();
+      kern.widen(w, type, n, data_.data());  // exact
+    } else {
+      for (int64_t i = 0; i < n; ++i) data_[i] = LoadAsF32(w, type, i);
+    }
+    if (add != 0.0f) {
+      for (float& v : data_) v = add + v;
+    }
+  }
+  const float* data() const { return data_.data(); }
+
+ private:
+  std::vector<float> data_;
+};
+
+}  // namespace
+}  // namespace elementwise_internal
+
+namespace fast {
+
+using elementwise_internal::ForUnits;
+using elementwise_internal::KernelsFor;
+using elementwise_internal::kExpWork;
+using elementwise_internal::WidenedWeight;
+
+void RmsNormZeroCentred(const float* x, int64_t num_rows, int64_t dim,
+                        const void* w, ElementType w_type, float eps,
+                        float* out, ThreadPool* pool, MatMulIsa isa) {
+  const auto& kern = KernelsFor(isa);
+  const WidenedWeight w1(w, w_type, dim, 1.0f, isa);
+  ForUnits(pool, num_rows, 2 * num_rows * dim, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      kern.rms_norm(x + r * dim, dim, w1.data(), eps, out + r * dim);
+    }
+  });
+}
+
+void GatedRmsNorm(const float* o, const float* z, int64_t num_rows, int64_t dim,
+                  const void* w, ElementType w_type, float eps, float* out,
+                  ThreadPool* pool, MatMulIsa isa) {
+  const auto& kern = KernelsFor(isa);
+  const WidenedWeight wf(w, w_type, dim, 0.0f, isa);
+  ForUnits(pool, num_rows, kExpWork * num_rows * dim,
+           [&](int64_t b, int64_t e) {
+             for (int64_t r = b; r < e; ++r) {
+               kern.gated_rms_norm(o + r * dim, z + r * dim, dim, wf.data(),
+                                   eps, out + r * dim);
+             }
+           });
+}
+
+void ResidualAdd(float* x, const float* u, int64_t num_tokens, int64_t hidden,
+                 float* stats, ThreadPool* pool, MatMulIsa isa) {
+  const auto& kern = KernelsFor(isa);
+  ForUnits(
+      pool, num_tokens, 4 * num_tokens * hidden, [&](int64_t b, int64_t e) {
+        for (int64_t t = b; t < e; ++t) {
+          kern.residual_add(
+              x + t * hidden, u + t * hidden, hidden,
+              stats == nullptr ? nullptr : stats + t * kResidualStatsColumns);
+        }
+      });
+}
+
+namespace {
+
+// Element-wise ops split into 16-element units, so that only the very last
+// unit can be partial.
+constexpr int64_t kUnit = 16;
+
+}  // namespace
+
+void SwiGlu(const float* gate, const float* up, int64_t n, float* out,
+            ThreadPool* pool, MatMulIsa isa) {
+  const auto& kern = KernelsFor(isa);
+  ForUnits(pool, (n + kUnit - 1) / kUnit, kExpWork * n,
+           [&](int64_t b, int64_t e) {
+             const int64_t begin = b * kUnit, end = std::min(e * kUnit, n);
+             kern.swiglu(gate + begin, up + begin, end - begin, out + begin);
+           });
+}
+
+void SigmoidGate(float* o, const float* gate, int64_t n, ThreadPool* pool,
+                 MatMulIsa isa) {
+  const auto& kern = KernelsFor(isa);
+  ForUnits(pool, (n + kUnit - 1) / kUnit, kExpWork * n,
+           [&](int64_t b, int64_t e) {
+             const int64_t begin = b * kUnit, end = std::min(e * kUnit, n);
+             kern.sigmoid_gate(o + begin, gate + begin, end - begin);
+           });
+}
+
+void L2NormRows(float* x, int64_t num_rows, int64_t dim, float scale,
+                ThreadPool* pool, MatMulIsa isa) {
+  const auto& kern = KernelsFor(isa);
+  ForUnits(pool, num_rows, 2 * num_rows * dim, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) kern.l2_norm(x + r * dim, dim, scale);
+  });
+}
+
+void CausalConv1dSilu(const ConvSequence* sequences, int64_t num_sequences,
+                      int64_t channels, int64_t kernel, const void* w,
+                      ElementType w_type, ThreadPool* pool, MatMulIsa isa) {
+  if (num_sequences <= 0 || channels <= 0) return;
+  const auto& kern = KernelsFor(isa);
+  // The taps transposed to [kernel, channels], so that 16 channels of a tap
+  // are one vector load.
+  std::vector<float> wt(static_cast<size_t>(kernel * channels));
+  for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t j = 0; j < kernel; ++j) {
+      wt[j * channels + c] =
+          LoadAsF32(w, w_type, static_cast<size_t>(c * kernel + j));
+    }
+  }
+  int64_t num_tokens = 0;
+  for (int64_t s = 0; s < num_sequences; ++s) {
+    num_tokens += sequences[s].num_tokens;
+  }
+  const int64_t groups = (channels + kUnit - 1) / kUnit;
+  ForUnits(pool, num_sequences * groups,
+           (kernel + kExpWork) * num_tokens * channels,
+           [&](int64_t b, int64_t e) {
+             for (int64_t unit = b; unit < e; ++unit) {
+               const ConvSequence& s = sequences[unit / groups];
+               const int64_t c0 = unit % groups * kUnit;
+               kern.conv(s.x, s.num_tokens, channels, kernel, wt.data(),
+                         s.window, s.out, c0, std::min(kUnit, channels - c0));
+             }
+           });
+}
+
+}  // namespace fast
+}  // namespace tributary
