@@ -2,12 +2,14 @@
 #   make test   install dependencies, build (Release), run every test, then
 #               build every test again under AddressSanitizer + UBSan and run it
 #   make build  install dependencies and build (Release)
+#   make run    install dependencies, build, and start tributary-server on
+#               the embedded default model (ARGS="--flag value" adds flags)
 
 BUILD_DIR ?= build
 ASAN_DIR ?= build-asan
 JOBS ?= $(shell nproc)
 
-.PHONY: deps build test test-release test-asan clean
+.PHONY: deps build run test test-release test-asan clean
 
 deps:
 	./scripts/install-deps.sh
@@ -15,6 +17,9 @@ deps:
 build: deps
 	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release
 	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+run: build
+	$(BUILD_DIR)/server/tributary-server $(ARGS)
 
 test-release: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)

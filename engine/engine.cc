@@ -307,6 +307,8 @@ void Engine::Shutdown(absl::Time deadline) {
 Engine::Counts Engine::counts() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   Counts c = impl_->counts;
+  // Accepted but not drained by the engine thread yet: active already.
+  c.num_active += static_cast<int64_t>(impl_->inbox_requests.size());
   c.failed = impl_->failed;
   return c;
 }

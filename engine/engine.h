@@ -12,6 +12,7 @@
 #define TRIBUTARY_ENGINE_ENGINE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -79,6 +80,12 @@ struct EngineOptions {
   std::optional<uint64_t> seed_generator_seed;
   // Optional (not owned; must outlive the engine).
   EngineObserver* observer = nullptr;
+  // Fault injection for tests: called on the engine thread before every
+  // forward; an error replaces the forward's result. A forward error fails
+  // the step's requests with INTERNAL; UNAVAILABLE (what a backend returns
+  // when it cannot run anymore, e.g. a sticky device error) fails the
+  // engine: every request ends UNAVAILABLE, counts().failed turns true.
+  std::function<absl::Status()> fault_hook;
 
   // INVALID_ARGUMENT naming the field.
   absl::Status Validate() const;

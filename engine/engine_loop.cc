@@ -304,8 +304,12 @@ bool Engine::Impl::Step() {
   forward_options.residual_stats = options.residual_stats;
   forward_options.logits_for_all_tokens = false;
   const absl::Time forward_start = absl::Now();
+  absl::Status injected =
+      options.fault_hook ? options.fault_hook() : absl::OkStatus();
   absl::StatusOr<ForwardOutput> forward =
-      decoder->Forward(ToBatchLayout(plan), plan.token_ids, forward_options);
+      injected.ok() ? decoder->Forward(ToBatchLayout(plan), plan.token_ids,
+                                       forward_options)
+                    : absl::StatusOr<ForwardOutput>(injected);
   const absl::Duration forward_time = absl::Now() - forward_start;
   absl::Status forward_status = forward.status();
   if (forward_status.ok() &&
@@ -317,6 +321,12 @@ bool Engine::Impl::Step() {
   }
   if (!forward_status.ok()) {
     LogError("step ", num_steps, " failed: ", forward_status.ToString());
+  }
+  // UNAVAILABLE from the backend means it cannot run anything anymore (a
+  // sticky device error): fail everything, so the process restarts.
+  if (absl::IsUnavailable(forward_status)) {
+    Fatal(forward_status);
+    return false;
   }
 
   if (forward_status.ok() && !forward->residual_stats.empty()) {
@@ -420,6 +430,9 @@ void Engine::Impl::Run() {
       CancelAll(absl::CancelledError("shutdown deadline reached"));
     }
     AddPending();
+    // Publish the new work before the step runs, so that a watcher (the
+    // liveness check) knows work is pending even if the step hangs.
+    if (!new_requests.empty()) Publish();
     bool ok = true;
     // With no work, an empty Schedule() still forgets finished sequences.
     if (ShouldStep()) ok = Step();

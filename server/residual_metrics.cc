@@ -84,10 +84,11 @@ std::vector<MetricFamily> ResidualMetrics::Collect() const {
     for (Sublayer sub : {Sublayer::kMixer, Sublayer::kFfn}) {
       const SublayerAccumulator& a = total_.at(layer, sub);
       const std::string layer_label = std::to_string(layer);
+      // Labels in alphabetical order, as Prometheus prints them.
       const std::vector<ClientMetric::Label> labels = {
+          {"kind", KindLabel(kind)},
           {"layer", layer_label},
-          {"sublayer", SublayerName(sub)},
-          {"kind", KindLabel(kind)}};
+          {"sublayer", SublayerName(sub)}};
       auto add_summary = [&](MetricFamily& f, double s) {
         ClientMetric m;
         m.label = labels;
@@ -122,7 +123,7 @@ std::vector<MetricFamily> ResidualMetrics::Collect() const {
       const SublayerAccumulator& a =
           by_kind[static_cast<int>(sub)][kind == LayerKind::kFullAttention ? 1 : 0];
       ClientMetric m;
-      m.label = {{"sublayer", SublayerName(sub)}, {"kind", KindLabel(kind)}};
+      m.label = {{"kind", KindLabel(kind)}, {"sublayer", SublayerName(sub)}};
       m.histogram.sample_count = static_cast<uint64_t>(a.num_tokens);
       m.histogram.sample_sum = a.sum_ratio;
       uint64_t cumulative = 0;

@@ -100,6 +100,7 @@ absl::Status Server::Init(ServerConfig config) {
   eo.cache_memory_budget_bytes = config_.cache_mib << 20;
   eo.max_new_tokens_limit = config_.max_new_tokens;
   eo.residual_stats = config_.residual_stats;
+  eo.fault_hook = config_.engine_fault_hook;
   // The metrics need the engine (its counts) and the engine its observer:
   // the observer forwards to metrics that are created right after.
   observer_ = std::make_unique<Observer>(nullptr, residual_window_.get());

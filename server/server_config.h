@@ -6,6 +6,7 @@
 #define TRIBUTARY_SERVER_SERVER_CONFIG_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -66,6 +67,9 @@ struct ServerConfig {
   // --- Residual telemetry (design.md §4) ---
   bool residual_stats = true;
   absl::Duration residual_window = absl::Seconds(60);
+
+  // Tests only (no flag): EngineOptions::fault_hook.
+  std::function<absl::Status()> engine_fault_hook;
 
   // INVALID_ARGUMENT naming the flag.
   absl::Status Validate() const;

@@ -107,7 +107,7 @@ void GenerationRecord::Finish(const grpc::Status& status,
   line["method"] = method_;
   line["status"] = GrpcCodeName(status.error_code());
   if (!status.ok()) line["message"] = status.error_message();
-  if (reason != nullptr) line["finish_reason"] = reason;
+  if (status.ok() && reason != nullptr) line["finish_reason"] = reason;
   if (final_event != nullptr) {
     line["prompt_tokens"] = final_event->usage.num_prompt_tokens;
     line["generated_tokens"] = final_event->usage.num_generated_tokens;

@@ -1,0 +1,206 @@
+#include "tests/server/server_test_util.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace tributary {
+namespace testing_util {
+
+ServerConfig TestServerConfig() {
+  ServerConfig c;
+  c.model_dir = std::string(TRIBUTARY_SOURCE_DIR) + "/models/tiny-shakespeare";
+  c.num_threads = 1;
+  c.host = "127.0.0.1";
+  c.api_port = 0;
+  c.health_port = 0;
+  // Off unless a test scrapes: stopping the exposer's HTTP server takes
+  // about 2 s (civetweb's poll interval).
+  c.metrics_port = -1;
+  c.cache_mib = 64;
+  c.liveness_timeout = absl::Seconds(60);
+  c.drain_grace = absl::Seconds(10);
+  return c;
+}
+
+std::unique_ptr<TestServer> TestServer::Start(ServerConfig config) {
+  auto started = Server::Start(std::move(config));
+  EXPECT_TRUE(started.ok()) << started.status();
+  if (!started.ok()) return nullptr;
+  auto t = std::make_unique<TestServer>();
+  t->server = *std::move(started);
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  t->channel = grpc::CreateCustomChannel(
+      absl::StrCat("127.0.0.1:", t->server->api_port()),
+      grpc::InsecureChannelCredentials(), args);
+  t->stub = v1::Tributary::NewStub(t->channel);
+  if (t->server->health_port() > 0) {
+    t->health_channel = grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", t->server->health_port()),
+        grpc::InsecureChannelCredentials());
+    t->health = grpc::health::v1::Health::NewStub(t->health_channel);
+  }
+  return t;
+}
+
+bool TestServer::WaitIdle(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  const Engine::Capacity& cap = server->engine().capacity();
+  while (absl::Now() < deadline) {
+    const Engine::Counts c = server->engine().counts();
+    if (c.num_active == 0 && c.num_sequences == 0 &&
+        c.num_free_kv_blocks == cap.num_kv_blocks &&
+        c.num_free_state_slots == cap.num_state_slots) {
+      return true;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return false;
+}
+
+v1::GenerateRequest GreedyRequest(const std::string& text,
+                                  int32_t max_new_tokens) {
+  v1::GenerateRequest r;
+  r.set_text(text);
+  r.mutable_sampling()->set_temperature(0.0f);
+  r.mutable_stopping()->set_max_new_tokens(max_new_tokens);
+  r.mutable_stopping()->set_ignore_eos(true);
+  r.mutable_response()->set_return_token_ids(true);
+  return r;
+}
+
+grpc::Status ReadStream(v1::Tributary::Stub& stub,
+                        const v1::GenerateRequest& request,
+                        v1::GenerateResponse* merged, int* num_messages) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(60));
+  auto reader = stub.GenerateStream(&context, request);
+  v1::GenerateResponse message;
+  int n = 0;
+  while (reader->Read(&message)) {
+    ++n;
+    // Repeated fields append and set scalars override; text concatenates.
+    std::string text = merged->text() + message.text();
+    merged->MergeFrom(message);
+    merged->set_text(std::move(text));
+  }
+  if (num_messages != nullptr) *num_messages = n;
+  return reader->Finish();
+}
+
+namespace {
+
+int ConnectLoopback(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// An HTTP/2 frame (RFC 9113 §4.1).
+std::string Frame(uint8_t type, uint8_t flags, uint32_t stream,
+                  const std::string& payload) {
+  std::string f;
+  const uint32_t n = static_cast<uint32_t>(payload.size());
+  f += static_cast<char>((n >> 16) & 0xff);
+  f += static_cast<char>((n >> 8) & 0xff);
+  f += static_cast<char>(n & 0xff);
+  f += static_cast<char>(type);
+  f += static_cast<char>(flags);
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    f += static_cast<char>((stream >> shift) & 0xff);
+  }
+  return f + payload;
+}
+
+// HPACK "literal header field without indexing, new name" (RFC 7541
+// §6.2.2), no Huffman coding; names and values shorter than 127 bytes.
+std::string Literal(const std::string& name, const std::string& value) {
+  std::string h(1, '\0');
+  h += static_cast<char>(name.size());
+  h += name;
+  h += static_cast<char>(value.size());
+  h += value;
+  return h;
+}
+
+}  // namespace
+
+absl::StatusOr<int> StartNonReadingStream(int port,
+                                          const v1::GenerateRequest& request) {
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("connect ", port));
+  std::string out = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+  // SETTINGS_INITIAL_WINDOW_SIZE (0x4) = 0: no DATA may reach us.
+  out += Frame(0x4, 0, 0, std::string("\x00\x04\x00\x00\x00\x00", 6));
+  // The server's SETTINGS need an ACK; sending it up front is allowed.
+  out += Frame(0x4, 0x1, 0, "");
+  const std::string headers =
+      Literal(":method", "POST") + Literal(":scheme", "http") +
+      Literal(":path", "/tributary.v1.Tributary/GenerateStream") +
+      Literal(":authority", "localhost") +
+      Literal("content-type", "application/grpc") + Literal("te", "trailers");
+  out += Frame(0x1, 0x4, 1, headers);  // END_HEADERS
+  const std::string body = request.SerializeAsString();
+  std::string message(1, '\0');  // not compressed
+  const uint32_t n = static_cast<uint32_t>(body.size());
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    message += static_cast<char>((n >> shift) & 0xff);
+  }
+  out += Frame(0x0, 0x1, 1, message + body);  // END_STREAM
+  if (::write(fd, out.data(), out.size()) != static_cast<ssize_t>(out.size())) {
+    ::close(fd);
+    return absl::InternalError("write failed");
+  }
+  return fd;
+}
+
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("connect ", port));
+  const std::string request =
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: localhost\r\n\r\n");
+  if (::write(fd, request.data(), request.size()) !=
+      static_cast<ssize_t>(request.size())) {
+    ::close(fd);
+    return absl::InternalError("write failed");
+  }
+  std::string response;
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n <= 0) break;
+    response.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  if (response.rfind("HTTP/1.", 0) != 0 || body == std::string::npos) {
+    return absl::InternalError(absl::StrCat("not an HTTP response: ",
+                                            response.substr(0, 100)));
+  }
+  if (response.find(" 200 ") == std::string::npos ||
+      response.find(" 200 ") > response.find("\r\n")) {
+    return absl::InternalError(absl::StrCat("HTTP status: ",
+                                            response.substr(0, 40)));
+  }
+  return response.substr(body + 4);
+}
+
+}  // namespace testing_util
+}  // namespace tributary

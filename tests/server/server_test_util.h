@@ -1,0 +1,59 @@
+// Shared helpers of the server integration tests: an in-process server on
+// the default model with ports picked by the OS, stubs, and a plain HTTP
+// GET for /metrics.
+#ifndef TRIBUTARY_TESTS_SERVER_SERVER_TEST_UTIL_H_
+#define TRIBUTARY_TESTS_SERVER_SERVER_TEST_UTIL_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "server/server.h"
+#include "tributary/v1/tributary.grpc.pb.h"
+
+namespace tributary {
+namespace testing_util {
+
+// Loopback ports 0 (metrics off), one compute thread, the default model.
+ServerConfig TestServerConfig();
+
+struct TestServer {
+  std::unique_ptr<Server> server;
+  std::shared_ptr<grpc::Channel> channel;         // API port
+  std::shared_ptr<grpc::Channel> health_channel;  // health-only port
+  std::unique_ptr<v1::Tributary::Stub> stub;
+  std::unique_ptr<grpc::health::v1::Health::Stub> health;
+
+  static std::unique_ptr<TestServer> Start(ServerConfig config);
+  // Waits until the engine has no request left and every KV block and
+  // state slot is free again; false on timeout.
+  bool WaitIdle(absl::Duration timeout = absl::Seconds(30));
+};
+
+// A greedy request for `max_new_tokens` tokens that ignores EOS.
+v1::GenerateRequest GreedyRequest(const std::string& text,
+                                  int32_t max_new_tokens);
+
+// Drains a GenerateStream into one response (text and ids concatenated, the
+// last message's final fields); returns the call's status.
+grpc::Status ReadStream(v1::Tributary::Stub& stub,
+                        const v1::GenerateRequest& request,
+                        v1::GenerateResponse* merged, int* num_messages);
+
+// A client that starts GenerateStream and never reads: a minimal HTTP/2
+// client on a raw socket that announces a stream window of 0 bytes, so the
+// server cannot send a single message. Returns the socket (close it to end
+// the call), or an error.
+absl::StatusOr<int> StartNonReadingStream(int port,
+                                          const v1::GenerateRequest& request);
+
+// GET http://127.0.0.1:port/path; the body, or an error.
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
+
+}  // namespace testing_util
+}  // namespace tributary
+
+#endif  // TRIBUTARY_TESTS_SERVER_SERVER_TEST_UTIL_H_
