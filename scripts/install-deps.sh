@@ -13,7 +13,7 @@ packages=(
   # tests and benchmarks: the independent Python gRPC client, promtool
   # (checks the /metrics exposition), curl
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3-grpcio python3-protobuf prometheus curl
+  python3-grpcio python3-protobuf prometheus curl openssl
   # engine leaf libraries: JSON, Unicode, regex, BLAS
   nlohmann-json3-dev libutf8proc-dev libpcre2-dev libopenblas-dev
   # sanitizers and libFuzzer

@@ -85,7 +85,8 @@ absl::StatusOr<std::vector<int32_t>> RequestConverter::EncodeText(
     return Invalid("text: this model has no tokenizer; send token_ids");
   }
   if (text.empty()) return Invalid("text: the prompt is empty");
-  // Bound the work before tokenising: a token is at least one byte.
+  // The text is at most --max-message-bytes long (gRPC refuses bigger
+  // messages), which bounds the work of encoding it.
   absl::StatusOr<std::vector<int32_t>> ids = tokenizer_->Encode(text);
   if (!ids.ok()) return Invalid(absl::StrCat("text: ", ids.status().message()));
   return CheckPromptLength(*std::move(ids), "text");
