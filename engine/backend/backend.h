@@ -115,6 +115,16 @@ class Backend {
   virtual void GatherRows(const Tensor& src, const Tensor& rows,
                           const Tensor& dst) = 0;
 
+  // --- Interventions on the residual stream (per-request steering) ----------
+  // x [T, d] rows [row_begin, row_end) += scale · v (v [d], f32).
+  virtual void AddScaledVector(const Tensor& x, int64_t row_begin,
+                               int64_t row_end, const Tensor& v,
+                               float scale) = 0;
+  // x [T, d] rows [row_begin, row_end) ← x − (x · u) u, u [d] f32 of unit norm:
+  // the component along u removed (directional ablation).
+  virtual void ProjectOut(const Tensor& x, int64_t row_begin, int64_t row_end,
+                          const Tensor& u) = 0;
+
   // --- Ops that use the batch layout -----------------------------------------
   // Partial NeoX RoPE in place on x [T, heads, head_dim], dims
   // [0, rotary_dim), at each token's position.

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/base/status_macros.h"
+#include "engine/model/hybrid_decoder_step.h"
 
 namespace tributary {
 namespace {
@@ -81,15 +82,6 @@ struct HybridDecoder::Layer {
 };
 
 // The activations of one step, [T, ·] each, freed when the step ends.
-struct HybridDecoder::Step {
-  int64_t num_tokens = 0;
-  Tensor stream, normed, update;
-  Tensor stats;  // [2L, T, columns] or empty
-  // Scratch shared by the layers (sized for the largest use).
-  Tensor wide_a, wide_b, wide_c;  // [T, max projection width]
-  Tensor small_a, small_b, small_c, small_d;
-};
-
 HybridDecoder::HybridDecoder(const ModelConfig& config, Backend* backend,
                              const CacheConfig& cache_config)
     : config_(&config), backend_(backend), cache_config_(cache_config) {}
@@ -97,6 +89,7 @@ HybridDecoder::HybridDecoder(const ModelConfig& config, Backend* backend,
 HybridDecoder::~HybridDecoder() {
   for (Tensor& t : owned_) backend_->Free(t);
   for (Tensor& t : workspace_) backend_->Free(t);
+  for (Tensor& t : intervention_workspace_) backend_->Free(t);
 }
 
 absl::StatusOr<std::unique_ptr<HybridDecoder>> HybridDecoder::Create(
@@ -352,6 +345,12 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
   RETURN_IF_ERROR(backend_->SetBatchLayout(layout));
 
   backend_->EmbeddingGather(ids_tensor, embed_tokens_, step.stream);
+  const StepInterventions* iv =
+      options.interventions != nullptr && !options.interventions->empty()
+          ? options.interventions
+          : nullptr;
+  std::vector<std::vector<LensToken>> lens;
+  if (iv != nullptr) RETURN_IF_ERROR(ApplyInterventions(*iv, -1, step, &lens));
   const float eps = static_cast<float>(c.rms_norm_eps);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const Layer& layer = layers_[l];
@@ -373,7 +372,18 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
         stats = Rows(step.stats, 2 * l + sub, 1);
         stats.shape = Shape{num_tokens, kResidualStatsColumns};
       }
+      const int sublayer = static_cast<int>(2 * l + sub);
+      if (iv != nullptr) {
+        for (const StepInterventions::Skip& skip : iv->skips) {
+          if (skip.sublayer == sublayer) {
+            backend_->ZeroRows(step.update, skip.row_begin, skip.row_end);
+          }
+        }
+      }
       backend_->ResidualAdd(step.stream, step.update, stats);
+      if (iv != nullptr) {
+        RETURN_IF_ERROR(ApplyInterventions(*iv, sublayer, step, &lens));
+      }
     }
   }
 
@@ -410,6 +420,7 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
       output.final_stream_norm[t] = last[t * kResidualStatsColumns + kStatSumNorm];
     }
   }
+  output.lens = std::move(lens);
   RETURN_IF_ERROR(backend_->Synchronize());
   return output;
 }

@@ -22,6 +22,7 @@
 #include "engine/backend/backend.h"
 #include "engine/model/model_config.h"
 #include "engine/model/model_weights.h"
+#include "engine/model/stream_interventions.h"
 
 namespace tributary {
 
@@ -39,6 +40,9 @@ struct ForwardOptions {
   // Logits for every new token (the dump); otherwise only for the last new
   // token of each sequence.
   bool logits_for_all_tokens = false;
+  // Interventions on the residual stream (stream_interventions.h); null or
+  // empty: none. Not owned; must live until Forward returns.
+  const StepInterventions* interventions = nullptr;
 };
 
 struct ForwardOutput {
@@ -52,6 +56,8 @@ struct ForwardOutput {
   // ‖x‖ of the stream entering the final norm, [num_tokens]; empty when the
   // residual statistics are off.
   std::vector<float> final_stream_norm;
+  // One entry per StepInterventions::lens read, in its order.
+  std::vector<std::vector<LensToken>> lens;
 };
 
 class HybridDecoder {
@@ -99,6 +105,20 @@ class HybridDecoder {
   void RunLinearAttention(const Layer& layer, Step& step);
   void RunAttention(const Layer& layer, Step& step);
   void RunMlp(const Layer& layer, Step& step);
+  // The interventions at one point (-1 = after the embedding, else after
+  // sublayer s). Lens reads append to `lens`.
+  absl::Status ApplyInterventions(const StepInterventions& iv, int sublayer,
+                                  Step& step,
+                                  std::vector<std::vector<LensToken>>* lens);
+  // Logits of `rows` of the stream (final norm, lm_head) into a host buffer
+  // [rows, vocab].
+  absl::Status StreamLogits(Step& step, const std::vector<int64_t>& rows,
+                            std::vector<float>* logits);
+  // The step's next buffer of intervention_workspace_, and a host vector
+  // uploaded once per step.
+  absl::StatusOr<Tensor> InterventionBuffer(Step& step, ElementType type,
+                                            const Shape& shape);
+  absl::StatusOr<Tensor> Upload(Step& step, const std::vector<float>* v);
 
   const ModelConfig* config_;
   Backend* backend_;
@@ -110,6 +130,9 @@ class HybridDecoder {
   std::vector<Tensor> owned_;  // every tensor to Free() at destruction
   // Step activations, reused across steps (grown when a step needs more).
   std::vector<Tensor> workspace_;
+  // Buffers of the interventions (vectors, lens rows and logits), kept apart
+  // so that steps without interventions never touch them.
+  std::vector<Tensor> intervention_workspace_;
 };
 
 }  // namespace tributary

@@ -207,6 +207,22 @@ void CpuBackend::Rope(const Tensor& x, int64_t rotary_dim, float theta) {
                        positions_.data(), theta);
 }
 
+// The interventions run on a few rows of one request: the reference code is
+// the implementation (no fast twin needed at this size).
+void CpuBackend::AddScaledVector(const Tensor& x, int64_t row_begin,
+                                 int64_t row_end, const Tensor& v,
+                                 float scale) {
+  const int64_t dim = x.cols();
+  ref::AddScaledVector(F32(x) + row_begin * dim, row_end - row_begin, dim,
+                       F32(v), scale);
+}
+
+void CpuBackend::ProjectOut(const Tensor& x, int64_t row_begin,
+                            int64_t row_end, const Tensor& u) {
+  const int64_t dim = x.cols();
+  ref::ProjectOut(F32(x) + row_begin * dim, row_end - row_begin, dim, F32(u));
+}
+
 void CpuBackend::CausalConv1dSilu(const Tensor& x, const Tensor& w,
                                   const Tensor& window_pool,
                                   const Tensor& out) {

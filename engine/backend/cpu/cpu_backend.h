@@ -62,6 +62,10 @@ class CpuBackend final : public Backend {
                    const Tensor& dst) override;
   void GatherRows(const Tensor& src, const Tensor& rows,
                   const Tensor& dst) override;
+  void AddScaledVector(const Tensor& x, int64_t row_begin, int64_t row_end,
+                       const Tensor& v, float scale) override;
+  void ProjectOut(const Tensor& x, int64_t row_begin, int64_t row_end,
+                  const Tensor& u) override;
   void Rope(const Tensor& x, int64_t rotary_dim, float theta) override;
   void CausalConv1dSilu(const Tensor& x, const Tensor& w,
                         const Tensor& window_pool, const Tensor& out) override;

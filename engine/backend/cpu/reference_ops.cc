@@ -96,6 +96,28 @@ void PartialRopeNeox(float* x, int64_t num_tokens, int64_t num_heads,
   }
 }
 
+void AddScaledVector(float* x, int64_t num_rows, int64_t dim, const float* v,
+                     float scale) {
+  for (int64_t r = 0; r < num_rows; ++r) {
+    float* xr = x + r * dim;
+    for (int64_t i = 0; i < dim; ++i) xr[i] += scale * v[i];
+  }
+}
+
+void ProjectOut(float* x, int64_t num_rows, int64_t dim, const float* u) {
+  for (int64_t r = 0; r < num_rows; ++r) {
+    float* xr = x + r * dim;
+    double dot = 0.0;
+    for (int64_t i = 0; i < dim; ++i) {
+      dot += static_cast<double>(xr[i]) * static_cast<double>(u[i]);
+    }
+    for (int64_t i = 0; i < dim; ++i) {
+      xr[i] = static_cast<float>(static_cast<double>(xr[i]) -
+                                 dot * static_cast<double>(u[i]));
+    }
+  }
+}
+
 void ResidualAdd(float* x, const float* u, int64_t num_tokens, int64_t hidden,
                  ResidualTokenStats* stats) {
   for (int64_t t = 0; t < num_tokens; ++t) {

@@ -61,6 +61,14 @@ struct ResidualTokenStats {
 void ResidualAdd(float* x, const float* u, int64_t num_tokens, int64_t hidden,
                  ResidualTokenStats* stats);
 
+// x[r] += scale · v for each of num_rows rows of `dim` (steering).
+void AddScaledVector(float* x, int64_t num_rows, int64_t dim, const float* v,
+                     float scale);
+
+// x[r] ← x[r] − (x[r] · u) u for each of num_rows rows of `dim`; u has unit
+// norm. The dot product is accumulated in double (directional ablation).
+void ProjectOut(float* x, int64_t num_rows, int64_t dim, const float* u);
+
 // out = silu(gate) ⊙ up, element-wise over n elements (§5).
 void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
 

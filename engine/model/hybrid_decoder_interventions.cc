@@ -1,0 +1,144 @@
+// HybridDecoder's interventions on the residual stream
+// (stream_interventions.h): steering, directional ablation and the logit
+// lens, applied at one point of the forward through Backend ops.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "engine/base/status_macros.h"
+#include "engine/model/hybrid_decoder.h"
+#include "engine/model/hybrid_decoder_step.h"
+
+namespace tributary {
+namespace {
+
+// The top `n` of one row of logits under log-softmax, most likely first
+// (ties: the lower id first, as the sampler's greedy choice).
+std::vector<LensToken> TopLogprobs(const float* logits, int64_t vocab,
+                                   int32_t n) {
+  double max_logit = -INFINITY;
+  for (int64_t i = 0; i < vocab; ++i) {
+    max_logit = std::max(max_logit, static_cast<double>(logits[i]));
+  }
+  double sum = 0.0;
+  for (int64_t i = 0; i < vocab; ++i) {
+    sum += std::exp(static_cast<double>(logits[i]) - max_logit);
+  }
+  const double log_z = max_logit + std::log(sum);
+  std::vector<int32_t> ids(static_cast<size_t>(vocab));
+  std::iota(ids.begin(), ids.end(), 0);
+  const size_t k = std::min<size_t>(static_cast<size_t>(n), ids.size());
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(k),
+                    ids.end(), [logits](int32_t a, int32_t b) {
+                      return logits[a] > logits[b] ||
+                             (logits[a] == logits[b] && a < b);
+                    });
+  std::vector<LensToken> top(k);
+  for (size_t i = 0; i < k; ++i) {
+    top[i].token_id = ids[i];
+    top[i].logprob = static_cast<float>(logits[ids[i]] - log_z);
+  }
+  return top;
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> HybridDecoder::InterventionBuffer(Step& step,
+                                                         ElementType type,
+                                                         const Shape& shape) {
+  Tensor wanted;
+  wanted.type = type;
+  wanted.shape = shape;
+  if (step.next_intervention_buffer == intervention_workspace_.size()) {
+    intervention_workspace_.emplace_back();
+  }
+  Tensor& buffer = intervention_workspace_[step.next_intervention_buffer++];
+  if (buffer.data == nullptr || buffer.size_bytes() < wanted.size_bytes()) {
+    backend_->Free(buffer);
+    ASSIGN_OR_RETURN(buffer, backend_->Allocate(type, shape));
+  }
+  wanted.data = buffer.data;
+  return wanted;
+}
+
+absl::StatusOr<Tensor> HybridDecoder::Upload(Step& step,
+                                             const std::vector<float>* v) {
+  auto it = step.uploaded.find(v);
+  if (it != step.uploaded.end()) return it->second;
+  const int64_t hidden = config_->hidden_size;
+  if (v == nullptr || static_cast<int64_t>(v->size()) != hidden) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("an intervention vector has ", v ? v->size() : 0,
+                     " values; the hidden size is ", hidden));
+  }
+  // Kept f32 on the backend: the intervention ops take f32 vectors.
+  ASSIGN_OR_RETURN(Tensor t,
+                   InterventionBuffer(step, ElementType::kF32, Shape{hidden}));
+  RETURN_IF_ERROR(backend_->CopyFromHost(v->data(), t));
+  step.uploaded[v] = t;
+  return t;
+}
+
+absl::Status HybridDecoder::StreamLogits(Step& step,
+                                         const std::vector<int64_t>& rows,
+                                         std::vector<float>* logits) {
+  const ModelConfig& c = *config_;
+  const int64_t r = static_cast<int64_t>(rows.size());
+  std::vector<int32_t> rows32(rows.begin(), rows.end());
+  ASSIGN_OR_RETURN(Tensor rows_tensor,
+                   InterventionBuffer(step, ElementType::kI32, Shape{r}));
+  RETURN_IF_ERROR(backend_->CopyFromHost(rows32.data(), rows_tensor));
+  ASSIGN_OR_RETURN(Tensor selected,
+                   InterventionBuffer(step, backend_->activation_type(),
+                                      Shape{r, c.hidden_size}));
+  backend_->GatherRows(step.stream, rows_tensor, selected);
+  // The same ops as the model's own logits (Forward): at the last layer the
+  // lens equals them bit for bit.
+  backend_->RmsNorm(selected, final_norm_, static_cast<float>(c.rms_norm_eps),
+                    selected);
+  ASSIGN_OR_RETURN(Tensor out, InterventionBuffer(step, ElementType::kF32,
+                                                  Shape{r, c.vocab_size}));
+  backend_->MatMul(selected, lm_head_, out);
+  logits->resize(static_cast<size_t>(r * c.vocab_size));
+  return backend_->CopyToHost(out, logits->data());
+}
+
+absl::Status HybridDecoder::ApplyInterventions(
+    const StepInterventions& iv, int sublayer, Step& step,
+    std::vector<std::vector<LensToken>>* lens) {
+  for (const StepInterventions::Steer& steer : iv.steers) {
+    if (steer.sublayer != sublayer) continue;
+    ASSIGN_OR_RETURN(Tensor v, Upload(step, steer.vector));
+    backend_->AddScaledVector(step.stream, steer.row_begin, steer.row_end, v,
+                              steer.scale);
+  }
+  for (const StepInterventions::Ablate& ablate : iv.ablations) {
+    ASSIGN_OR_RETURN(Tensor u, Upload(step, ablate.unit));
+    backend_->ProjectOut(step.stream, ablate.row_begin, ablate.row_end, u);
+  }
+  if (sublayer < 0 || sublayer % 2 == 0 || iv.lens.empty()) {
+    return absl::OkStatus();
+  }
+  const int32_t layer = sublayer / 2;
+  std::vector<int64_t> rows;
+  std::vector<size_t> reads;  // indexes into iv.lens
+  for (size_t i = 0; i < iv.lens.size(); ++i) {
+    if (iv.lens[i].layer == layer) {
+      rows.push_back(iv.lens[i].row);
+      reads.push_back(i);
+    }
+  }
+  if (rows.empty()) return absl::OkStatus();
+  std::vector<float> logits;
+  RETURN_IF_ERROR(StreamLogits(step, rows, &logits));
+  lens->resize(iv.lens.size());
+  const int64_t vocab = config_->vocab_size;
+  for (size_t j = 0; j < reads.size(); ++j) {
+    (*lens)[reads[j]] = TopLogprobs(
+        logits.data() + static_cast<int64_t>(j) * vocab, vocab, iv.lens_top_n);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tributary
