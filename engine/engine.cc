@@ -215,6 +215,9 @@ absl::StatusOr<uint64_t> Engine::Submit(GenerateRequest request,
     r->prompt = std::move(request.prompt_ids);
   }
   RETURN_IF_ERROR(request.sampling.Validate());
+  ASSIGN_OR_RETURN(RequestInterventions interventions,
+                   RequestInterventions::Create(request, impl.model->config()));
+  if (!interventions.empty()) r->interventions.emplace(std::move(interventions));
   RETURN_IF_ERROR(
       request.sampling.ValidateTokenIds(static_cast<int32_t>(impl.vocab_size)));
   const int64_t num_prompt = static_cast<int64_t>(r->prompt.size());

@@ -20,6 +20,7 @@
 #include "engine/engine.h"
 #include "engine/model/hybrid_decoder.h"
 #include "engine/model/model_directory.h"
+#include "engine/request_interventions.h"
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/stop_matcher.h"
 #include "engine/scheduler/scheduler.h"
@@ -54,6 +55,11 @@ struct RequestState {
   std::vector<ResidualTraceToken> pending_trace;
   std::optional<ResidualSummary> residual_summary;
   int64_t next_residual_position = 0;
+  // Interventions on the residual stream, and the logit-lens readings not
+  // yet sent (with the first position not yet read).
+  std::optional<RequestInterventions> interventions;
+  std::vector<LensReading> pending_lens;
+  int64_t next_lens_position = 0;
 };
 
 inline double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }

@@ -29,6 +29,7 @@ void Engine::Impl::Finish(RequestState& r, TokenEvent event) {
     event.residual_trace = std::move(r.pending_trace);
   }
   if (r.residual_summary) event.residual_summary = std::move(r.residual_summary);
+  if (!r.pending_lens.empty()) event.logit_lens = std::move(r.pending_lens);
   std::shared_ptr<TokenSink> sink = std::move(r.sink);
   const uint64_t id = r.id;
   active.erase(id);  // r is gone from here on
@@ -176,6 +177,8 @@ SequenceOutput Engine::Impl::Sample(RequestState& r,
   if (!decision->finish) {
     event.residual_trace = std::move(r.pending_trace);
     r.pending_trace.clear();
+    event.logit_lens = std::move(r.pending_lens);
+    r.pending_lens.clear();
     r.sink->OnEvent(event);
     out.finished = false;
     out.has_token = true;
@@ -300,9 +303,33 @@ bool Engine::Impl::Step() {
     }
   }
 
+  // The requests' interventions on the residual stream, in this step's rows.
+  StepInterventions interventions;
+  std::vector<std::pair<RequestState*, RequestInterventions::LensRead>>
+      lens_owners;
+  {
+    int64_t row = 0;
+    std::vector<RequestInterventions::LensRead> reads;
+    for (size_t i = 0; i < n; ++i) {
+      const ScheduledSequence& seq = plan.sequences[i];
+      RequestState* r = requests[i];
+      if (r != nullptr && !done[i] && r->interventions) {
+        reads.clear();
+        r->interventions->AddToStep(
+            row, seq.num_tokens, seq.first_position,
+            static_cast<int64_t>(r->prompt.size()), seq.samples_token(),
+            &r->next_lens_position, &interventions, &reads);
+        for (const auto& read : reads) lens_owners.push_back({r, read});
+      }
+      row += seq.num_tokens;
+    }
+  }
+
   ForwardOptions forward_options;
   forward_options.residual_stats = options.residual_stats;
   forward_options.logits_for_all_tokens = false;
+  forward_options.interventions =
+      interventions.empty() ? nullptr : &interventions;
   const absl::Time forward_start = absl::Now();
   absl::Status injected =
       options.fault_hook ? options.fault_hook() : absl::OkStatus();
@@ -331,6 +358,21 @@ bool Engine::Impl::Step() {
 
   if (forward_status.ok() && !forward->residual_stats.empty()) {
     RecordResiduals(plan, requests, *forward);
+  }
+  if (forward_status.ok() && forward->lens.size() == lens_owners.size()) {
+    for (size_t j = 0; j < lens_owners.size(); ++j) {
+      RequestState& r = *lens_owners[j].first;
+      LensReading reading;
+      reading.position = lens_owners[j].second.position;
+      reading.layer = lens_owners[j].second.layer;
+      const size_t top_n =
+          static_cast<size_t>(r.interventions->lens()->top_n);
+      for (const LensToken& t : forward->lens[j]) {
+        if (reading.top.size() == top_n) break;
+        reading.top.push_back({t.token_id, t.logprob});
+      }
+      r.pending_lens.push_back(std::move(reading));
+    }
   }
 
   for (size_t i = 0; i < n; ++i) {

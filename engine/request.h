@@ -16,6 +16,29 @@
 
 namespace tributary {
 
+// A steering vector added to the residual stream (design: every sublayer
+// only adds to the stream, so adding a direction is the cheapest
+// intervention).
+struct SteeringVector {
+  int32_t layer = 0;
+  // The point: right after the layer's ffn add (true) or its mixer add.
+  bool after_ffn = true;
+  std::vector<float> vector;  // [hidden_size], finite
+  float scale = 1.0f;         // finite
+  // Only the generated tokens' positions; else the prompt's too.
+  bool generated_only = false;
+};
+
+// The logit lens: the top tokens that the stream after a layer would
+// predict if that layer were the last (final norm, then lm_head).
+struct LogitLensOptions {
+  std::vector<int32_t> layers;  // distinct, in range; empty = every layer
+  int32_t top_n = 5;            // in [1, kMaxLensTopN]
+  // Every prompt position too, not only the positions that predict a
+  // generated token.
+  bool include_prompt = false;
+};
+
 struct GenerateRequest {
   // The prompt: token ids, or text when the engine has a tokenizer (exactly
   // one of the two must be set; the text is encoded by Submit, without any
@@ -35,6 +58,27 @@ struct GenerateRequest {
   // norms on every event.
   bool residual_summary = false;
   bool residual_trace = false;
+
+  // Interventions on the residual stream (model/stream_interventions.h),
+  // validated by Submit (INVALID_ARGUMENT naming the field):
+  static constexpr int kMaxSteeringVectors = 16;
+  static constexpr int kMaxAblations = 4;
+  static constexpr int32_t kMaxLensTopN = 20;
+  std::vector<SteeringVector> steering;
+  // Directions projected out of the stream after the embedding and after
+  // every sublayer, at every position ([hidden_size] each, finite, not
+  // zero; normalised by the engine).
+  std::vector<std::vector<float>> ablate;
+  // Layers whose mixer and ffn updates are not added (distinct, in range).
+  std::vector<int32_t> skip_layers;
+  std::optional<LogitLensOptions> logit_lens;
+};
+
+// One logit-lens reading: the stream at `position` after `layer`.
+struct LensReading {
+  int64_t position = 0;
+  int32_t layer = 0;
+  std::vector<TokenLogprob> top;  // most likely first
 };
 
 // One token position's residual norms: for sublayer index 2 * layer +
@@ -79,6 +123,9 @@ struct TokenEvent {
   // previous event (the prompt's come with the first event), each position
   // once even when a preemption recomputes it.
   std::vector<ResidualTraceToken> residual_trace;
+  // With logit_lens: the readings of the positions processed since the
+  // previous event (each position once), in position then layer order.
+  std::vector<LensReading> logit_lens;
 
   // --- On the final event only ---
   bool is_final = false;
