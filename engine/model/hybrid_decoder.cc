@@ -349,8 +349,10 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
       options.interventions != nullptr && !options.interventions->empty()
           ? options.interventions
           : nullptr;
-  std::vector<std::vector<LensToken>> lens;
-  if (iv != nullptr) RETURN_IF_ERROR(ApplyInterventions(*iv, -1, step, &lens));
+  ForwardOutput output;
+  if (iv != nullptr) {
+    RETURN_IF_ERROR(ApplyInterventions(*iv, -1, step, &output));
+  }
   const float eps = static_cast<float>(c.rms_norm_eps);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const Layer& layer = layers_[l];
@@ -382,12 +384,11 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
       }
       backend_->ResidualAdd(step.stream, step.update, stats);
       if (iv != nullptr) {
-        RETURN_IF_ERROR(ApplyInterventions(*iv, sublayer, step, &lens));
+        RETURN_IF_ERROR(ApplyInterventions(*iv, sublayer, step, &output));
       }
     }
   }
 
-  ForwardOutput output;
   if (options.logits_for_all_tokens) {
     for (int64_t t = 0; t < num_tokens; ++t) output.logit_rows.push_back(t);
   } else {
@@ -420,7 +421,6 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
       output.final_stream_norm[t] = last[t * kResidualStatsColumns + kStatSumNorm];
     }
   }
-  output.lens = std::move(lens);
   RETURN_IF_ERROR(backend_->Synchronize());
   return output;
 }

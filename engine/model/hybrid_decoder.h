@@ -58,6 +58,8 @@ struct ForwardOutput {
   std::vector<float> final_stream_norm;
   // One entry per StepInterventions::lens read, in its order.
   std::vector<std::vector<LensToken>> lens;
+  // One [hidden] f32 row per StepInterventions::captures entry, in order.
+  std::vector<std::vector<float>> captured;
 };
 
 class HybridDecoder {
@@ -108,8 +110,10 @@ class HybridDecoder {
   // The interventions at one point (-1 = after the embedding, else after
   // sublayer s). Lens reads append to `lens`.
   absl::Status ApplyInterventions(const StepInterventions& iv, int sublayer,
-                                  Step& step,
-                                  std::vector<std::vector<LensToken>>* lens);
+                                  Step& step, ForwardOutput* output);
+  // The captures at one point into output->captured.
+  absl::Status Capture(const StepInterventions& iv, int sublayer, Step& step,
+                       ForwardOutput* output);
   // Logits of `rows` of the stream (final norm, lm_head) into a host buffer
   // [rows, vocab].
   absl::Status StreamLogits(Step& step, const std::vector<int64_t>& rows,

@@ -104,9 +104,44 @@ absl::Status HybridDecoder::StreamLogits(Step& step,
   return backend_->CopyToHost(out, logits->data());
 }
 
-absl::Status HybridDecoder::ApplyInterventions(
-    const StepInterventions& iv, int sublayer, Step& step,
-    std::vector<std::vector<LensToken>>* lens) {
+absl::Status HybridDecoder::Capture(const StepInterventions& iv, int sublayer,
+                                    Step& step, ForwardOutput* output) {
+  std::vector<int32_t> rows;
+  std::vector<size_t> which;
+  for (size_t i = 0; i < iv.captures.size(); ++i) {
+    if (iv.captures[i].sublayer == sublayer) {
+      rows.push_back(static_cast<int32_t>(iv.captures[i].row));
+      which.push_back(i);
+    }
+  }
+  if (rows.empty()) return absl::OkStatus();
+  const int64_t hidden = config_->hidden_size;
+  const int64_t r = static_cast<int64_t>(rows.size());
+  ASSIGN_OR_RETURN(Tensor rows_tensor,
+                   InterventionBuffer(step, ElementType::kI32, Shape{r}));
+  RETURN_IF_ERROR(backend_->CopyFromHost(rows.data(), rows_tensor));
+  const ElementType act = backend_->activation_type();
+  ASSIGN_OR_RETURN(Tensor selected,
+                   InterventionBuffer(step, act, Shape{r, hidden}));
+  backend_->GatherRows(step.stream, rows_tensor, selected);
+  std::vector<uint8_t> raw(selected.size_bytes());
+  RETURN_IF_ERROR(backend_->CopyToHost(selected, raw.data()));
+  output->captured.resize(iv.captures.size());
+  for (size_t j = 0; j < which.size(); ++j) {
+    std::vector<float>& out = output->captured[which[j]];
+    out.resize(static_cast<size_t>(hidden));
+    for (int64_t i = 0; i < hidden; ++i) {
+      out[static_cast<size_t>(i)] =
+          LoadAsF32(raw.data(), act,
+                    j * static_cast<size_t>(hidden) + static_cast<size_t>(i));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HybridDecoder::ApplyInterventions(const StepInterventions& iv,
+                                               int sublayer, Step& step,
+                                               ForwardOutput* output) {
   for (const StepInterventions::Steer& steer : iv.steers) {
     if (steer.sublayer != sublayer) continue;
     ASSIGN_OR_RETURN(Tensor v, Upload(step, steer.vector));
@@ -117,6 +152,7 @@ absl::Status HybridDecoder::ApplyInterventions(
     ASSIGN_OR_RETURN(Tensor u, Upload(step, ablate.unit));
     backend_->ProjectOut(step.stream, ablate.row_begin, ablate.row_end, u);
   }
+  RETURN_IF_ERROR(Capture(iv, sublayer, step, output));
   if (sublayer < 0 || sublayer % 2 == 0 || iv.lens.empty()) {
     return absl::OkStatus();
   }
@@ -132,6 +168,7 @@ absl::Status HybridDecoder::ApplyInterventions(
   if (rows.empty()) return absl::OkStatus();
   std::vector<float> logits;
   RETURN_IF_ERROR(StreamLogits(step, rows, &logits));
+  std::vector<std::vector<LensToken>>* lens = &output->lens;
   lens->resize(iv.lens.size());
   const int64_t vocab = config_->vocab_size;
   for (size_t j = 0; j < reads.size(); ++j) {

@@ -14,7 +14,8 @@
 //                  after the embedding;
 //     4. lens:     after layer l's ffn (s = 2l + 1), rows read through the
 //                  final norm and lm_head: the top-n tokens the stream at
-//                  that depth would predict.
+//                  that depth would predict;
+//     5. captures: rows copied out as they are.
 // The model code applies them through Backend ops, so every backend gets
 // them. A step without interventions runs none of this.
 #ifndef TRIBUTARY_ENGINE_MODEL_STREAM_INTERVENTIONS_H_
@@ -47,11 +48,19 @@ struct StepInterventions {
   std::vector<Skip> skips;
   std::vector<Steer> steers;
   std::vector<Ablate> ablations;
+  // The stream row itself after sublayer s (after the interventions
+  // there), copied to the host in f32: what tributary-direction averages.
+  struct Capture {
+    int32_t sublayer = 0;
+    int64_t row = 0;
+  };
   std::vector<LensRead> lens;
   int32_t lens_top_n = 5;
+  std::vector<Capture> captures;
 
   bool empty() const {
-    return skips.empty() && steers.empty() && ablations.empty() && lens.empty();
+    return skips.empty() && steers.empty() && ablations.empty() &&
+           lens.empty() && captures.empty();
   }
 };
 
