@@ -110,6 +110,17 @@ class TimingBackend final : public Backend {
                   const Tensor& dst) override {
     TimeVoid("GatherRows", [&] { inner_->GatherRows(src, rows, dst); });
   }
+  void AddScaledVector(const Tensor& x, int64_t row_begin, int64_t row_end,
+                       const Tensor& v, float scale) override {
+    TimeVoid("AddScaledVector", [&] {
+      inner_->AddScaledVector(x, row_begin, row_end, v, scale);
+    });
+  }
+  void ProjectOut(const Tensor& x, int64_t row_begin, int64_t row_end,
+                  const Tensor& u) override {
+    TimeVoid("ProjectOut",
+             [&] { inner_->ProjectOut(x, row_begin, row_end, u); });
+  }
   void Rope(const Tensor& x, int64_t rotary_dim, float theta) override {
     TimeVoid("Rope", [&] { inner_->Rope(x, rotary_dim, theta); });
   }
