@@ -63,8 +63,82 @@ void SetMeanMax(double mean, double max, v1::MeanMax* out) {
 
 RequestConverter::RequestConverter(const ModelConfig& config,
                                    const Tokenizer* tokenizer,
-                                   ConversionLimits limits)
-    : config_(config), tokenizer_(tokenizer), limits_(limits) {}
+                                   ConversionLimits limits,
+                                   const VectorLibrary* vectors)
+    : config_(config), tokenizer_(tokenizer), limits_(limits), vectors_(vectors) {}
+
+absl::StatusOr<std::vector<float>> RequestConverter::ResolveDirection(
+    const v1::Direction& direction, const std::string& field) const {
+  switch (direction.source_case()) {
+    case v1::Direction::kInlineVector: {
+      const auto& values = direction.inline_vector().values();
+      if (values.size() != config_.hidden_size) {
+        return Invalid(absl::StrCat(field, ".inline_vector has ",
+                                    values.size(),
+                                    " values; the hidden size is ",
+                                    config_.hidden_size));
+      }
+      return std::vector<float>(values.begin(), values.end());
+    }
+    case v1::Direction::kName: {
+      const std::vector<float>* v =
+          vectors_ != nullptr ? vectors_->Find(direction.name()) : nullptr;
+      if (v == nullptr) {
+        return Invalid(absl::StrCat(
+            field, ".name = \"", direction.name().substr(0, 64),
+            "\" is not a loaded vector (GetModelInfo.steering_vector_names)"));
+      }
+      return *v;
+    }
+    case v1::Direction::SOURCE_NOT_SET:
+      break;
+  }
+  return Invalid(absl::StrCat(field, ": set inline_vector or name"));
+}
+
+absl::Status RequestConverter::ConvertInterventions(
+    const v1::GenerateRequest& request, GenerateRequest* out) const {
+  // Counts first: the vectors are not copied for a request refused anyway.
+  if (request.steering_size() > GenerateRequest::kMaxSteeringVectors) {
+    return Invalid(absl::StrCat("steering has ", request.steering_size(),
+                                " entries, at most ",
+                                GenerateRequest::kMaxSteeringVectors));
+  }
+  if (request.ablate_size() > GenerateRequest::kMaxAblations) {
+    return Invalid(absl::StrCat("ablate has ", request.ablate_size(),
+                                " directions, at most ",
+                                GenerateRequest::kMaxAblations));
+  }
+  for (int i = 0; i < request.steering_size(); ++i) {
+    const v1::Steering& s = request.steering(i);
+    const std::string field = absl::StrCat("steering[", i, "]");
+    SteeringVector sv;
+    sv.layer = s.layer();
+    sv.after_ffn = s.point() == v1::STREAM_POINT_AFTER_FFN;
+    ASSIGN_OR_RETURN(sv.vector,
+                     ResolveDirection(s.direction(), field + ".direction"));
+    sv.scale = s.has_scale() ? s.scale() : 1.0f;
+    sv.generated_only = s.tokens() == v1::TOKEN_SCOPE_GENERATED;
+    out->steering.push_back(std::move(sv));
+  }
+  for (int i = 0; i < request.ablate_size(); ++i) {
+    ASSIGN_OR_RETURN(std::vector<float> d,
+                     ResolveDirection(request.ablate(i),
+                                      absl::StrCat("ablate[", i, "]")));
+    out->ablate.push_back(std::move(d));
+  }
+  out->skip_layers.assign(request.skip_layers().begin(),
+                          request.skip_layers().end());
+  if (request.has_logit_lens()) {
+    const v1::LogitLens& lens = request.logit_lens();
+    LogitLensOptions options;
+    options.layers.assign(lens.layers().begin(), lens.layers().end());
+    options.top_n = lens.top_n() == 0 ? 5 : lens.top_n();
+    options.include_prompt = lens.include_prompt();
+    out->logit_lens = std::move(options);
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::vector<int32_t>> RequestConverter::CheckPromptLength(
     std::vector<int32_t> ids, const char* field) const {
@@ -212,6 +286,7 @@ absl::StatusOr<GenerateRequest> RequestConverter::ToEngine(
                                 ", ", ConversionLimits::kMaxPriority, "]"));
   }
   out.priority = request.priority();
+  RETURN_IF_ERROR(ConvertInterventions(request, &out));
 
   RETURN_IF_ERROR(WithProtoFieldName(p.Validate()));
   RETURN_IF_ERROR(WithProtoFieldName(
@@ -234,6 +309,16 @@ void RequestConverter::AppendEvent(const TokenEvent& event,
         t->set_token_id(top.token_id);
         t->set_logprob(top.logprob);
       }
+    }
+  }
+  for (const LensReading& reading : event.logit_lens) {
+    v1::LensReading* r = out->add_logit_lens();
+    r->set_position(static_cast<int32_t>(reading.position));
+    r->set_layer(reading.layer);
+    for (const TokenLogprob& t : reading.top) {
+      v1::TopLogprob* top = r->add_top();
+      top->set_token_id(t.token_id);
+      top->set_logprob(t.logprob);
     }
   }
   for (const ResidualTraceToken& token : event.residual_trace) {

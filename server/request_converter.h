@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model/model_config.h"
+#include "engine/model/vector_library.h"
 #include "engine/request.h"
 #include "engine/telemetry/residual_summary.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -30,9 +31,11 @@ struct ConversionLimits {
 
 class RequestConverter {
  public:
-  // `tokenizer` may be null (token-id prompts only); not owned.
+  // `tokenizer` may be null (token-id prompts only); `vectors` may be null
+  // (no named directions); neither is owned.
   RequestConverter(const ModelConfig& config, const Tokenizer* tokenizer,
-                   ConversionLimits limits);
+                   ConversionLimits limits,
+                   const VectorLibrary* vectors = nullptr);
 
   // INVALID_ARGUMENT naming the field (e.g. "sampling.top_p = 1.5 must be in
   // (0, 1]", "input: one of text, token_ids or chat is required").
@@ -58,10 +61,15 @@ class RequestConverter {
  private:
   absl::StatusOr<std::vector<int32_t>> CheckPromptLength(
       std::vector<int32_t> ids, const char* field) const;
+  absl::StatusOr<std::vector<float>> ResolveDirection(
+      const v1::Direction& direction, const std::string& field) const;
+  absl::Status ConvertInterventions(const v1::GenerateRequest& request,
+                                    GenerateRequest* out) const;
 
   const ModelConfig& config_;
   const Tokenizer* tokenizer_;
   ConversionLimits limits_;
+  const VectorLibrary* vectors_;
 };
 
 }  // namespace tributary

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "engine/base/logging.h"
 #include "engine/base/status_macros.h"
 #include "engine/model/stop_tokens.h"
@@ -82,6 +83,12 @@ absl::Status Server::Init(ServerConfig config) {
           mc.vocab_size, " (", absl::FormatDuration(absl::Now() - load_start),
           ")");
 
+  if (!config_.steering_vectors_file.empty()) {
+    ASSIGN_OR_RETURN(vectors_, VectorLibrary::Load(config_.steering_vectors_file,
+                                                   mc.hidden_size));
+    LogInfo("steering vectors from ", config_.steering_vectors_file, ": ",
+            absl::StrJoin(vectors_.names(), ", "));
+  }
   if (config_.residual_stats) {
     ResidualWindowOptions window;
     window.num_layers = static_cast<int>(mc.num_hidden_layers);
@@ -126,7 +133,8 @@ absl::Status Server::Init(ServerConfig config) {
           ? std::min(config_.max_prompt_tokens, context - 1)
           : context - 1;
   limits.max_new_tokens = config_.max_new_tokens;
-  converter_ = std::make_unique<RequestConverter>(mc, tokenizer_.get(), limits);
+  converter_ = std::make_unique<RequestConverter>(mc, tokenizer_.get(), limits,
+                                                  &vectors_);
   service_context_.engine = engine;
   service_context_.converter = converter_.get();
   service_context_.config = &config_;
@@ -184,6 +192,9 @@ void Server::BuildModelInfo() {
   info.set_residual_stats_enabled(config_.residual_stats);
   info.set_residual_max_window_seconds(
       absl::ToDoubleSeconds(config_.residual_window));
+  for (const std::string& name : vectors_.names()) {
+    info.add_steering_vector_names(name);
+  }
 }
 
 absl::Status Server::StartApiServer() {

@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "engine/engine.h"
 #include "engine/model/model_directory.h"
+#include "engine/model/vector_library.h"
 #include "engine/telemetry/residual_window.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "grpcpp/grpcpp.h"
@@ -72,6 +73,7 @@ class Server {
   ServerConfig config_;
   std::optional<ModelDirectory> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  VectorLibrary vectors_;
   std::unique_ptr<ResidualWindow> residual_window_;
   std::unique_ptr<ServerMetrics> metrics_;
   std::unique_ptr<Observer> observer_;

@@ -72,6 +72,8 @@ const char* ServerUsage() {
   --drain-grace S             seconds in-flight work may finish on SIGTERM (30)
   --no-residual-stats         do not compute the residual statistics
   --residual-window S         longest GetResidualStats window (60)
+  --steering-vectors FILE     named directions for steering and ablation
+                              (safetensors of [hidden_size] vectors)
 )";
 }
 
@@ -91,6 +93,7 @@ absl::Status ServerConfig::Validate() const {
   RETURN_IF_ERROR(CheckReadable("tls-cert", tls_cert_file));
   RETURN_IF_ERROR(CheckReadable("tls-key", tls_key_file));
   RETURN_IF_ERROR(CheckReadable("tls-client-ca", tls_client_ca_file));
+  RETURN_IF_ERROR(CheckReadable("steering-vectors", steering_vectors_file));
   if (max_message_bytes < 1024) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max-message-bytes must be >= 1024, got ", max_message_bytes));
@@ -120,7 +123,8 @@ absl::StatusOr<ServerConfig> ParseServerFlags(int argc, const char* const* argv,
                       "max-prompt-tokens", "max-new-tokens", "max-running",
                       "max-tokens-per-step", "cache-mib",
                       "stream-buffer-tokens", "stream-write-timeout",
-                      "liveness-timeout", "drain-grace", "residual-window"},
+                      "liveness-timeout", "drain-grace", "residual-window",
+                      "steering-vectors"},
                      {"help", "no-residual-stats"}));
   *help = args.Has("help");
   if (!args.positional().empty()) {
@@ -192,6 +196,7 @@ absl::StatusOr<ServerConfig> ParseServerFlags(int argc, const char* const* argv,
   ASSIGN_OR_RETURN(c.drain_grace,
                    GetSeconds(args, "drain-grace", c.drain_grace, 86400));
   c.residual_stats = !args.Has("no-residual-stats");
+  c.steering_vectors_file = args.GetOr("steering-vectors", "");
   ASSIGN_OR_RETURN(c.residual_window,
                    GetSeconds(args, "residual-window", c.residual_window,
                               86400));

@@ -64,6 +64,11 @@ struct ServerConfig {
   // SIGTERM: NOT_SERVING, then in-flight work may finish for this long.
   absl::Duration drain_grace = absl::Seconds(30);
 
+  // Named directions for steering and ablation (--steering-vectors FILE, a
+  // safetensors file of [hidden_size] vectors, e.g. from
+  // tributary-direction); empty = none.
+  std::string steering_vectors_file;
+
   // --- Residual telemetry (design.md §4) ---
   bool residual_stats = true;
   absl::Duration residual_window = absl::Seconds(60);

@@ -145,6 +145,34 @@ std::vector<BadRequest> Catalog() {
        "response.top_logprobs", ""},
       {"priority out of range", [](auto& r) { r.set_priority(5000); }, kInvalid,
        "priority", ""},
+      {"steering by an unknown name",
+       [](auto& r) {
+         auto* st = r.add_steering();
+         st->mutable_direction()->set_name("no-such-vector");
+       },
+       kInvalid, "steering[0].direction.name", ""},
+      {"steering vector of the wrong length",
+       [](auto& r) {
+         auto* st = r.add_steering();
+         st->mutable_direction()->mutable_inline_vector()->add_values(1.0f);
+       },
+       kInvalid, "steering[0].direction.inline_vector", ""},
+      {"steering layer out of range",
+       [](auto& r) {
+         auto* st = r.add_steering();
+         st->set_layer(8);
+         for (int i = 0; i < 256; ++i) {
+           st->mutable_direction()->mutable_inline_vector()->add_values(0.1f);
+         }
+       },
+       kInvalid, "steering[0].layer", ""},
+      {"ablation without a direction",
+       [](auto& r) { r.add_ablate(); }, kInvalid, "ablate[0]", ""},
+      {"skip layer out of range", [](auto& r) { r.add_skip_layers(12); },
+       kInvalid, "skip_layers[0]", ""},
+      {"logit lens top_n too large",
+       [](auto& r) { r.mutable_logit_lens()->set_top_n(50); }, kInvalid,
+       "logit_lens.top_n", ""},
       {"oversized message",
        [](auto& r) { r.set_text(std::string(100000, 'a')); },
        C::RESOURCE_EXHAUSTED, "larger than max", ""},

@@ -4,12 +4,14 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <vector>
 
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "engine/model/safetensors_writer.h"
 #include "tests/server/server_test_util.h"
 
 namespace tributary {
@@ -326,6 +328,60 @@ TEST(ServerRpcTest, BearerTokenGuardsTheApiButNotHealth) {
   grpc::ClientContext ctx;
   grpc::health::v1::HealthCheckResponse response;
   EXPECT_TRUE(t->health->Check(&ctx, {}, &response).ok());
+  EXPECT_TRUE(t->WaitIdle());
+}
+
+TEST(ServerRpcTest, InterventionsOverTheApi) {
+  // A named direction file, as tributary-direction writes it.
+  const std::string path = ::testing::TempDir() + "/tributary_vectors.safetensors";
+  std::vector<float> v(256);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = (i % 7 == 0) ? 3.0f : -0.5f;
+  TensorToWrite tensor;
+  tensor.name = "spiky";
+  tensor.shape = {256};
+  tensor.fill = [&v](uint8_t* dst, size_t bytes) { std::memcpy(dst, v.data(), bytes); };
+  ASSERT_TRUE(WriteSafetensors(path, {tensor}).ok());
+  ServerConfig config = TestServerConfig();
+  config.steering_vectors_file = path;
+  auto t = TestServer::Start(config);
+  ASSERT_NE(t, nullptr);
+  {
+    grpc::ClientContext ctx;
+    v1::ModelInfo info;
+    ASSERT_TRUE(t->stub->GetModelInfo(&ctx, {}, &info).ok());
+    ASSERT_EQ(info.steering_vector_names_size(), 1);
+    EXPECT_EQ(info.steering_vector_names(0), "spiky");
+  }
+  auto generate = [&](const v1::GenerateRequest& request) {
+    grpc::ClientContext ctx;
+    v1::GenerateResponse response;
+    EXPECT_TRUE(t->stub->Generate(&ctx, request, &response).ok());
+    return response;
+  };
+  const v1::GenerateRequest plain = GreedyRequest("ROMEO:\nBut soft", 10);
+  const v1::GenerateResponse base = generate(plain);
+  v1::GenerateRequest steered = plain;
+  auto* s = steered.add_steering();
+  s->set_layer(4);
+  s->mutable_direction()->set_name("spiky");
+  s->set_scale(4.0f);
+  steered.mutable_logit_lens()->add_layers(7);
+  steered.mutable_logit_lens()->set_top_n(3);
+  const v1::GenerateResponse r = generate(steered);
+  EXPECT_NE(r.text(), base.text());
+  ASSERT_EQ(r.logit_lens_size(), 10);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(r.logit_lens(i).layer(), 7);
+    ASSERT_EQ(r.logit_lens(i).top_size(), 3);
+    // The last layer's lens is the model: its top token is the greedy one.
+    EXPECT_EQ(r.logit_lens(i).top(0).token_id(), r.token_ids(i));
+  }
+  // A scale of 0 and skipping nothing change nothing.
+  v1::GenerateRequest neutral = plain;
+  auto* n = neutral.add_steering();
+  n->mutable_direction()->set_name("spiky");
+  n->set_scale(0.0f);
+  EXPECT_EQ(generate(neutral).text(), base.text());
   EXPECT_TRUE(t->WaitIdle());
 }
 
