@@ -4,6 +4,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "engine/tokenizer/utf8.h"
 #include "engine/base/status_macros.h"
 
 namespace tributary {
@@ -52,6 +54,20 @@ v1::FinishReason FinishReasonToProto(FinishReason reason) {
     case FinishReason::kCancelled: break;  // never sent: the RPC ends CANCELLED
   }
   return v1::FINISH_REASON_UNSPECIFIED;
+}
+
+// A token's text for display: as is when it is valid UTF-8 on its own,
+// else its bytes as <0xNN> (a proto string must be valid UTF-8).
+std::string TokenText(const Tokenizer* tokenizer, int32_t id) {
+  if (tokenizer == nullptr) return "";
+  absl::StatusOr<absl::string_view> bytes = tokenizer->TokenBytes(id, false);
+  if (!bytes.ok()) return "";
+  if (ValidateUtf8(*bytes).ok()) return std::string(*bytes);
+  std::string out;
+  for (unsigned char c : *bytes) {
+    absl::StrAppend(&out, absl::StrFormat("<0x%02X>", c));
+  }
+  return out;
 }
 
 void SetMeanMax(double mean, double max, v1::MeanMax* out) {
@@ -308,6 +324,7 @@ void RequestConverter::AppendEvent(const TokenEvent& event,
         v1::TopLogprob* t = lp->add_top();
         t->set_token_id(top.token_id);
         t->set_logprob(top.logprob);
+        t->set_text(TokenText(tokenizer_, top.token_id));
       }
     }
   }
@@ -319,6 +336,7 @@ void RequestConverter::AppendEvent(const TokenEvent& event,
       v1::TopLogprob* top = r->add_top();
       top->set_token_id(t.token_id);
       top->set_logprob(t.logprob);
+      top->set_text(TokenText(tokenizer_, t.token_id));
     }
   }
   for (const ResidualTraceToken& token : event.residual_trace) {

@@ -375,6 +375,7 @@ TEST(ServerRpcTest, InterventionsOverTheApi) {
     ASSERT_EQ(r.logit_lens(i).top_size(), 3);
     // The last layer's lens is the model: its top token is the greedy one.
     EXPECT_EQ(r.logit_lens(i).top(0).token_id(), r.token_ids(i));
+    EXPECT_FALSE(r.logit_lens(i).top(0).text().empty());
   }
   // A scale of 0 and skipping nothing change nothing.
   v1::GenerateRequest neutral = plain;
