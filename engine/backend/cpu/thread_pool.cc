@@ -33,7 +33,8 @@ bool SpinUntil(Done done) {
 void ThreadPool::AlignedFree::operator()(void* p) const { std::free(p); }
 
 ThreadPool::ThreadPool(int num_threads)
-    : num_threads_(num_threads < 1 ? 1 : num_threads), scratch_(num_threads_) {
+    : num_threads_(std::clamp(num_threads, 1, kMaxThreads)),
+      scratch_(num_threads_) {
   threads_.reserve(num_threads_ - 1);
   for (int w = 1; w < num_threads_; ++w) {
     threads_.emplace_back([this, w] { WorkerLoop(w); });

@@ -46,8 +46,12 @@ class ThreadPool {
   using ChunkFn = std::function<void(int worker, int64_t begin, int64_t end)>;
 
   // num_threads: the total parallelism, the calling thread included (so
-  // num_threads − 1 threads are started); values below 1 are taken as 1.
+  // num_threads − 1 threads are started); clamped to [1, kMaxThreads].
   explicit ThreadPool(int num_threads);
+
+  // A call's chunk count (at most kChunksPerThread per thread) must fit the
+  // 16-bit fields of the packed claim word.
+  static constexpr int kMaxThreads = 4096;
   ~ThreadPool();
 
   ThreadPool(const ThreadPool&) = delete;
