@@ -9,6 +9,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "client/generate_flags.h"
+#include "client/intervention_flags.h"
+#include "client/lens_table.h"
 #include "client/residual_table.h"
 #include "client/status_names.h"
 #include "engine/base/status_macros.h"
@@ -40,6 +42,50 @@ void WriteVerbose(const CliArgs& args, const grpc::ClientContext& context,
         RenderResidualStats(last.residual_summary(), RatioChartOptions()));
   }
   std::fputs(out.c_str(), stderr);
+}
+
+// The prompt's ids and texts, for the rows of prompt positions
+// (--lens-prompt): from --ids, else one Tokenize call on the same input. Left
+// unknown when that call fails: the rows then show no next token.
+void AddPromptTokens(const v1::GenerateRequest& request,
+                     const ChannelOptions& options, v1::Tributary::Stub* stub,
+                     LensData* lens) {
+  if (request.has_token_ids()) {
+    lens->prompt_ids.assign(request.token_ids().ids().begin(),
+                            request.token_ids().ids().end());
+    return;
+  }
+  v1::TokenizeRequest tokenize;
+  if (request.has_chat()) {
+    *tokenize.mutable_chat() = request.chat();
+  } else {
+    tokenize.set_text(request.text());
+  }
+  tokenize.set_return_pieces(true);
+  grpc::ClientContext context;
+  ConfigureClientContext(options, &context);
+  v1::TokenizeResponse response;
+  if (!stub->Tokenize(&context, tokenize, &response).ok()) return;
+  lens->prompt_ids.assign(response.token_ids().begin(),
+                          response.token_ids().end());
+  for (int i = 0; i < response.pieces_size() && i < response.token_ids_size();
+       ++i) {
+    lens->texts.emplace(response.token_ids(i),
+                        ByteLevelPieceText(response.pieces(i)));
+  }
+}
+
+// After the text: the logit-lens table (--lens), a blank line before it.
+absl::Status WriteLens(const CommandLine& line, const ChannelOptions& options,
+                       const v1::GenerateRequest& request,
+                       v1::Tributary::Stub* stub, LensData* lens) {
+  if (!request.has_logit_lens()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(int width, LensTableWidth(line.args()));
+  if (request.logit_lens().include_prompt()) {
+    AddPromptTokens(request, options, stub, lens);
+  }
+  WriteOut("\n" + RenderLensTable(*lens, width));
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -97,14 +143,19 @@ absl::Status RunGenerateCommand(const CommandLine& line,
     grpc::Status status = stub->Generate(&context, request, &response);
     RETURN_IF_ERROR(RpcError(status));
     WriteOut(response.text() + "\n");
+    LensData lens;
+    AddLensMessage(response, &lens);
+    RETURN_IF_ERROR(WriteLens(line, options, request, stub.get(), &lens));
     WriteVerbose(line.args(), context, response);
     return absl::OkStatus();
   }
 
   auto reader = stub->GenerateStream(&context, request);
   v1::GenerateResponse response, last;
+  LensData lens;
   bool wrote_text = false;
   while (reader->Read(&response)) {
+    AddLensMessage(response, &lens);
     if (!response.text().empty()) {
       WriteOut(response.text());
       wrote_text = true;
@@ -117,6 +168,7 @@ absl::Status RunGenerateCommand(const CommandLine& line,
   // failed one, so that the error goes to stderr on a line of its own.
   if (status.ok() || wrote_text) WriteOut("\n");
   RETURN_IF_ERROR(RpcError(status));
+  RETURN_IF_ERROR(WriteLens(line, options, request, stub.get(), &lens));
   WriteVerbose(line.args(), context, last);
   return absl::OkStatus();
 }

@@ -18,7 +18,9 @@ namespace tributary {
 // Streams the reply: every text delta is written to stdout and flushed as it
 // arrives, then a newline. With --verbose, the finish reason, usage, timing
 // and request id go to stderr (and with --residual the request's residual
-// summary). A failed call returns RpcError after ending the partial line.
+// summary). With --lens, the logit-lens table follows the text on stdout
+// (lens_table.h). A failed call returns RpcError after ending the partial
+// line.
 absl::Status RunGenerateCommand(const CommandLine& line,
                                 const ChannelOptions& options,
                                 const std::shared_ptr<grpc::Channel>& channel);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "client/intervention_flags.h"
 #include "engine/base/status_macros.h"
 
 namespace tributary {
@@ -38,6 +39,7 @@ CommandSpec SharedSpec(const std::string& name) {
                      "verbose",
                      "residual"};
   spec.repeated_flags = {"stop"};
+  AddInterventionFlags(&spec);
   return spec;
 }
 
@@ -197,6 +199,7 @@ absl::StatusOr<v1::GenerateRequest> BuildGenerateRequest(
                      args.GetInt("priority", 0, -1000, 1000));
     request.set_priority(static_cast<int32_t>(priority));
   }
+  RETURN_IF_ERROR(SetInterventions(line, &request));
   return request;
 }
 

@@ -21,7 +21,8 @@ CommandSpec ChatCommandSpec();
 
 // The request `line` (a generate or chat command line) asks for: the input
 // (the prompt text, --ids, or the chat message with --system), sampling,
-// stopping and response options. Errors name the flag.
+// stopping and response options, and the residual-stream interventions
+// (intervention_flags.h). Errors name the flag.
 absl::StatusOr<v1::GenerateRequest> BuildGenerateRequest(
     const CommandLine& line);
 

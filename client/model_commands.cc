@@ -146,6 +146,10 @@ std::string RenderModelInfo(const v1::ModelInfo& info) {
        info.residual_stats_enabled() ? "true" : "false");
   line("residual_max_window_seconds",
        absl::StrFormat("%g", info.residual_max_window_seconds()));
+  line("steering_vector_names",
+       info.steering_vector_names().empty()
+           ? std::string("-")
+           : absl::StrJoin(info.steering_vector_names(), ", "));
   return out;
 }
 

@@ -40,7 +40,8 @@ absl::Status RunStatsCommand(const CommandLine& line,
 std::string RenderTokens(const v1::TokenizeResponse& response, bool pieces);
 
 // One "key: value" line per field; layer types run-length encoded
-// ("0-2 linear_attention, 3 full_attention"), byte sizes also in KiB/MiB/GiB.
+// ("0-2 linear_attention, 3 full_attention"), byte sizes also in KiB/MiB/GiB,
+// the steering vector names comma-separated ("-" when none).
 std::string RenderModelInfo(const v1::ModelInfo& info);
 
 }  // namespace tributary

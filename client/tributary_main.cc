@@ -34,6 +34,11 @@ commands:
       [--frequency-penalty R] [--stop STRING]... [--stop-token-ids 1,2]
       [--include-stop-string] [--ignore-eos] [--include-special-tokens]
       [--priority N] [--unary] [--verbose] [--residual]
+      interventions on the residual stream (DIRECTION: a name from `info`,
+      or @FILE of floats):
+      [--steer LAYER:DIRECTION[:SCALE][:mixer][:generated]]...
+      [--ablate DIRECTION]... [--skip-layers 1,2]
+      [--lens all|3,5,7 [--lens-top N] [--lens-prompt] [--lens-width N]]
   chat "MESSAGE" [--system "TEXT"] [--enable-thinking true|false]
       (and the flags of generate but --ids)
   tokenize "TEXT" [--pieces] [--chat [--system "TEXT"]]

@@ -62,6 +62,12 @@ TEST(CliExitTest, ClientBadArguments) {
                        "--top-k");
   ExpectOneLineFailure(kClient + " generate x --timeout -1", "tributary",
                        "--timeout");
+  ExpectOneLineFailure(kClient + " generate x --steer 3:romeo:loud",
+                       "tributary", "flag --steer '3:romeo:loud'");
+  ExpectOneLineFailure(kClient + " chat x --ablate @/no/such/v.txt",
+                       "tributary", "flag --ablate: cannot read");
+  ExpectOneLineFailure(kClient + " generate x --lens-top 3", "tributary",
+                       "flag --lens-top needs --lens");
   ExpectOneLineFailure(kClient + " generate x --tls-ca /no/such.pem",
                        "tributary", "/no/such.pem");
 }

@@ -89,6 +89,7 @@ TEST(RenderingTest, ModelInfoAndTokens) {
             std::string::npos);
   EXPECT_NE(text.find("state_slot_bytes: 3145728 (3.0 MiB)\n"),
             std::string::npos);
+  EXPECT_NE(text.find("steering_vector_names: -\n"), std::string::npos);
 
   v1::TokenizeResponse tokens;
   tokens.add_token_ids(9707);
@@ -145,12 +146,60 @@ TEST(ClientCommandsTest, TokenizeInfoStats) {
   Outcome info = RunCommand(server, {"info"});
   ASSERT_TRUE(info.status.ok()) << info.status;
   EXPECT_NE(info.out.find("model_name: fake\n"), std::string::npos);
+  EXPECT_NE(info.out.find("steering_vector_names: romeo, calm\n"),
+            std::string::npos);
   Outcome stats = RunCommand(server, {"stats", "--window", "30"});
   ASSERT_TRUE(stats.status.ok()) << stats.status;
   EXPECT_NE(stats.out.find("window: 30 s"), std::string::npos);
   EXPECT_NE(stats.out.find("1.00e-02"), std::string::npos);
   Outcome bad = RunCommand(server, {"stats", "--window", "-1"});
   EXPECT_NE(bad.status.message().find("--window"), std::string::npos);
+}
+
+TEST(ClientCommandsTest, InterventionsReachTheServer) {
+  FakeServer server(milliseconds(1));
+  Outcome outcome =
+      RunCommand(server, {"generate", "hello", "--max-new-tokens", "2",
+                          "--steer", "3:romeo:2:mixer:generated", "--ablate",
+                          "calm", "--skip-layers", "1,2"});
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+  EXPECT_EQ(outcome.out, "t0 t1 \n");  // no --lens: no table
+  const v1::GenerateRequest request = server.service().last_generate_request();
+  ASSERT_EQ(request.steering_size(), 1);
+  EXPECT_EQ(request.steering(0).layer(), 3);
+  EXPECT_EQ(request.steering(0).direction().name(), "romeo");
+  EXPECT_FLOAT_EQ(request.steering(0).scale(), 2.0f);
+  EXPECT_EQ(request.steering(0).point(), v1::STREAM_POINT_AFTER_MIXER);
+  EXPECT_EQ(request.steering(0).tokens(), v1::TOKEN_SCOPE_GENERATED);
+  ASSERT_EQ(request.ablate_size(), 1);
+  EXPECT_EQ(request.ablate(0).name(), "calm");
+  EXPECT_EQ(request.skip_layers_size(), 2);
+  EXPECT_FALSE(request.has_logit_lens());
+}
+
+TEST(ClientCommandsTest, LensTableFollowsTheText) {
+  FakeServer server(milliseconds(1));
+  const std::string expected =
+      "t0 t1 \n"
+      "\n"
+      "logit lens: top-1 token and probability after each layer (row: "
+      "position, the token that came next)\n"
+      "pos  next  layer 1    layer 3\n"
+      "  1  t0    t0    50%  t0   100%\n"
+      "  2  t1    t1    50%  t1   100%\n";
+  for (const char* mode : {"--verbose", "--unary"}) {
+    SCOPED_TRACE(mode);
+    Outcome outcome =
+        RunCommand(server, {"generate", "hello", "--max-new-tokens", "2",
+                            "--lens", "1,3", "--lens-top", "1", mode});
+    ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+    EXPECT_EQ(outcome.out, expected);
+    const v1::GenerateRequest request =
+        server.service().last_generate_request();
+    EXPECT_EQ(request.logit_lens().layers_size(), 2);
+    EXPECT_EQ(request.logit_lens().top_n(), 1);
+    EXPECT_TRUE(request.response().return_token_ids());
+  }
 }
 
 TEST(ClientCommandsTest, HealthSucceedsOnlyWhenServing) {

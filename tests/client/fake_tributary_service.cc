@@ -4,6 +4,7 @@
 #include <grpcpp/server_builder.h>
 
 #include <algorithm>
+#include <cmath>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -25,7 +26,35 @@ int32_t MaxNewTokens(const v1::GenerateRequest& request) {
              : 4;
 }
 
+// The readings of the position that predicts token i (see the header).
+void AddLensReadings(const v1::GenerateRequest& request, int32_t i,
+                     v1::GenerateResponse* response) {
+  if (!request.has_logit_lens()) return;
+  std::vector<int32_t> layers(request.logit_lens().layers().begin(),
+                              request.logit_lens().layers().end());
+  if (layers.empty()) layers = {0, 1, 2, 3};
+  for (int32_t layer : layers) {
+    v1::LensReading* reading = response->add_logit_lens();
+    reading->set_position(1 + i);
+    reading->set_layer(layer);
+    v1::TopLogprob* top = reading->add_top();
+    top->set_token_id(i);
+    top->set_text(absl::StrCat("t", i));
+    top->set_logprob(static_cast<float>(std::log((layer + 1) / 4.0)));
+  }
+}
+
 }  // namespace
+
+void FakeTributaryService::Record(const v1::GenerateRequest& request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  last_generate_request_ = request;
+}
+
+v1::GenerateRequest FakeTributaryService::last_generate_request() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_generate_request_;
+}
 
 void FakeTributaryService::Observe(grpc::ServerContext* context) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -40,6 +69,7 @@ grpc::Status FakeTributaryService::Generate(grpc::ServerContext* context,
                                             const v1::GenerateRequest* request,
                                             v1::GenerateResponse* response) {
   Observe(context);
+  Record(*request);
   if (request->text() == "fail") {
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "queue full");
   }
@@ -47,7 +77,9 @@ grpc::Status FakeTributaryService::Generate(grpc::ServerContext* context,
   for (int32_t i = 0; i < n; ++i) {
     absl::StrAppend(response->mutable_text(), "t", i, " ");
     response->add_token_ids(i);
+    AddLensReadings(*request, i, response);
   }
+  response->mutable_usage()->set_prompt_tokens(2);
   response->set_finish_reason(v1::FINISH_REASON_LENGTH);
   response->mutable_usage()->set_generated_tokens(n);
   return grpc::Status::OK;
@@ -57,6 +89,7 @@ grpc::Status FakeTributaryService::GenerateStream(
     grpc::ServerContext* context, const v1::GenerateRequest* request,
     grpc::ServerWriter<v1::GenerateResponse>* writer) {
   Observe(context);
+  Record(*request);
   if (request->text() == "fail") {
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "queue full");
   }
@@ -71,6 +104,7 @@ grpc::Status FakeTributaryService::GenerateStream(
     v1::GenerateResponse chunk;
     chunk.set_text(absl::StrCat("t", i, " "));
     if (request->response().return_token_ids()) chunk.add_token_ids(i);
+    AddLensReadings(*request, i, &chunk);
     writer->Write(chunk);
   }
   v1::GenerateResponse last;
@@ -111,6 +145,8 @@ grpc::Status FakeTributaryService::GetModelInfo(grpc::ServerContext* context,
   }
   response->set_vocab_size(100);
   response->set_kv_block_bytes(65536);
+  response->add_steering_vector_names("romeo");
+  response->add_steering_vector_names("calm");
   return grpc::Status::OK;
 }
 

@@ -2,8 +2,11 @@
 // that the client's RPC paths are tested without the real server or a model.
 // GenerateStream writes one token per message (id i, text "t<i> ") with a
 // delay between messages, and fails with RESOURCE_EXHAUSTED when the prompt
-// text is "fail". It records the metadata it saw and the most streams it had
-// open at once.
+// text is "fail". With logit_lens, token i's message carries a reading at
+// position 1 + i (the prompt is 2 tokens) per layer asked (0..3 for all):
+// top-1 token i, text "t<i>", probability (layer + 1) / 4. It records the
+// metadata it saw, the last GenerateRequest and the most streams it had open
+// at once.
 #ifndef TRIBUTARY_TESTS_CLIENT_FAKE_TRIBUTARY_SERVICE_H_
 #define TRIBUTARY_TESTS_CLIENT_FAKE_TRIBUTARY_SERVICE_H_
 
@@ -42,10 +45,12 @@ class FakeTributaryService final : public v1::Tributary::Service {
   int max_active_streams() const;
   std::string last_authorization() const;
   std::string last_request_id() const;
+  v1::GenerateRequest last_generate_request() const;
 
  private:
   // Records the metadata and echoes x-request-id, as the real server does.
   void Observe(grpc::ServerContext* context);
+  void Record(const v1::GenerateRequest& request);
 
   const std::chrono::milliseconds token_delay_;
   mutable std::mutex mu_;
@@ -53,6 +58,7 @@ class FakeTributaryService final : public v1::Tributary::Service {
   int max_active_streams_ = 0;
   std::string last_authorization_;
   std::string last_request_id_;
+  v1::GenerateRequest last_generate_request_;
 };
 
 // The service on 127.0.0.1 (a free port), with the default health service.
