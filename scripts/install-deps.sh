@@ -18,6 +18,9 @@ packages=(
   nlohmann-json3-dev libutf8proc-dev libpcre2-dev libopenblas-dev
   # sanitizers and libFuzzer
   clang libclang-rt-14-dev
+  # deployment checks (tests/deploy): a virtual environment for the pinned
+  # PyPI tools (prometheus above gives promtool and the end-to-end server)
+  python3-venv
 )
 
 missing=()
