@@ -1,5 +1,8 @@
 #include "engine/engine.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -12,6 +15,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/types/span.h"
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/element_type.h"
@@ -31,6 +35,12 @@ namespace tributary {
 using engine_internal::RequestState;
 
 absl::Status EngineOptions::Validate() const {
+  for (int cpu : engine_cpus) {
+    if (cpu < 0 || cpu >= CPU_SETSIZE) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "engine_cpus: core ", cpu, " is outside [0, ", CPU_SETSIZE, ")"));
+    }
+  }
   if (model == nullptr && model_dir.empty()) {
     return absl::InvalidArgumentError(
         "model: neither a loaded model nor model_dir is set");
@@ -171,6 +181,20 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   std::unique_ptr<Engine> engine(new Engine(std::move(impl)));
   engine->capacity_ = capacity;
   raw->thread = std::thread([raw] { raw->Run(); });
+  if (!options.engine_cpus.empty()) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int cpu : options.engine_cpus) CPU_SET(cpu, &set);
+    const int rc = pthread_setaffinity_np(raw->thread.native_handle(),
+                                          sizeof(set), &set);
+    if (rc != 0) {
+      LogWarning("engine_cpus: cannot pin the engine thread (error ", rc,
+                 "); it runs unpinned");
+    } else {
+      LogInfo("engine thread pinned to cores ",
+              absl::StrJoin(options.engine_cpus, ","));
+    }
+  }
   return engine;
 }
 

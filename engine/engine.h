@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -64,6 +65,10 @@ struct EngineOptions {
   bool load_tokenizer = false;
   // CpuBackend threads; 0 = hardware concurrency.
   int num_threads = 0;
+  // Cores the engine thread may run on (sched_setaffinity); empty = any.
+  // With num_threads = 1 that is all of the engine's compute: a server can
+  // keep it apart from its RPC threads.
+  std::vector<int> engine_cpus;
   // Step budgets, queue bound and context limit. When num_kv_blocks and
   // num_state_slots are both 0, the pools are sized from
   // cache_memory_budget_bytes (DeriveCacheCapacity). max_sequence_tokens is

@@ -100,6 +100,7 @@ absl::Status Server::Init(ServerConfig config) {
   eo.model = &*model_;
   eo.tokenizer = tokenizer_.get();
   eo.num_threads = config_.num_threads;
+  eo.engine_cpus = config_.engine_cpus;
   eo.scheduler.max_running_sequences = config_.max_running;
   eo.scheduler.max_tokens_per_step = config_.max_tokens_per_step;
   eo.scheduler.max_waiting = config_.max_waiting;
@@ -140,6 +141,8 @@ absl::Status Server::Init(ServerConfig config) {
   service_context_.config = &config_;
   service_context_.metrics = metrics_.get();
   service_context_.residual_window = residual_window_.get();
+  pump_ = std::make_unique<ResponsePump>();
+  service_context_.pump = pump_.get();
   BuildModelInfo();
   service_context_.model_info.set_max_prompt_tokens(
       static_cast<int32_t>(limits.max_prompt_tokens));
@@ -319,6 +322,9 @@ Server::~Server() {
   Drain(absl::ZeroDuration());
   if (api_server_ != nullptr) api_server_->Wait();
   if (health_server_ != nullptr) health_server_->Wait();
+  // Run what is still queued (log lines, metrics) while everything it
+  // touches is alive.
+  pump_.reset();
 }
 
 }  // namespace tributary

@@ -71,6 +71,8 @@ class Server {
   void BuildModelInfo();
 
   ServerConfig config_;
+  // Destroyed after the listeners and the engine, which post to it.
+  std::unique_ptr<ResponsePump> pump_;
   std::optional<ModelDirectory> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
   VectorLibrary vectors_;

@@ -5,6 +5,8 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/str_cat.h"
 #include "engine/base/cli.h"
 #include "engine/base/status_macros.h"
@@ -50,6 +52,7 @@ const char* ServerUsage() {
   --model DIR                 model directory (else $TRIBUTARY_MODEL, the
                               installed default model, models/tiny-shakespeare)
   --threads N                 compute threads (0 = every core)
+  --engine-cpus LIST          cores for the engine thread, e.g. 0 (default any)
   --host ADDR                 listen address (default 127.0.0.1; 0.0.0.0 in pods)
   --port N                    gRPC API port (default 50051; 0 = any free port)
   --health-port N             plaintext health-only port (50052; -1 = off)
@@ -124,7 +127,7 @@ absl::StatusOr<ServerConfig> ParseServerFlags(int argc, const char* const* argv,
                       "max-tokens-per-step", "cache-mib",
                       "stream-buffer-tokens", "stream-write-timeout",
                       "liveness-timeout", "drain-grace", "residual-window",
-                      "steering-vectors"},
+                      "steering-vectors", "engine-cpus"},
                      {"help", "no-residual-stats"}));
   *help = args.Has("help");
   if (!args.positional().empty()) {
@@ -136,6 +139,16 @@ absl::StatusOr<ServerConfig> ParseServerFlags(int argc, const char* const* argv,
   c.model_dir = args.GetOr("model", "");
   ASSIGN_OR_RETURN(long long threads, args.GetInt("threads", 0, 0, 1024));
   c.num_threads = static_cast<int>(threads);
+  if (auto cpus = args.Get("engine-cpus")) {
+    for (absl::string_view part : absl::StrSplit(*cpus, ',')) {
+      int cpu = -1;
+      if (!absl::SimpleAtoi(part, &cpu) || cpu < 0 || cpu > 4095) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--engine-cpus: \"", part, "\" is not a core number"));
+      }
+      c.engine_cpus.push_back(cpu);
+    }
+  }
   c.host = args.GetOr("host", c.host);
   ASSIGN_OR_RETURN(long long port, args.GetInt("port", c.api_port, 0, 65535));
   c.api_port = static_cast<int>(port);

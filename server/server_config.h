@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -23,6 +24,10 @@ struct ServerConfig {
   std::string model_dir;
   // CpuBackend compute threads (--threads); 0 = every core.
   int num_threads = 0;
+  // Cores for the engine thread (--engine-cpus 0,1); empty = any. With
+  // --threads 1, e.g. `taskset -c 1 tributary-server --engine-cpus 0`
+  // keeps the model on core 0 and gRPC on core 1.
+  std::vector<int> engine_cpus;
 
   // --- Listeners (a port of 0 picks a free one; -1 turns it off) ---
   std::string host = "127.0.0.1";

@@ -14,6 +14,7 @@
 #include "engine/telemetry/residual_window.h"
 #include "grpcpp/grpcpp.h"
 #include "server/request_converter.h"
+#include "server/response_pump.h"
 #include "server/server_config.h"
 #include "server/server_metrics.h"
 #include "tributary/v1/tributary.pb.h"
@@ -26,6 +27,7 @@ struct ServiceContext {
   const ServerConfig* config = nullptr;
   ServerMetrics* metrics = nullptr;           // null: no metrics
   ResidualWindow* residual_window = nullptr;  // null: stats off
+  ResponsePump* pump = nullptr;  // runs the reactors' gRPC calls
   v1::ModelInfo model_info;
   // Set when the server drains: new work gets UNAVAILABLE.
   std::atomic<bool> draining{false};

@@ -7,14 +7,17 @@
 
 namespace tributary {
 
-// Owned by the engine until the final event.
+// Owned by the engine until the final event; shares the reactor's
+// ownership, so every call finds it alive.
 class StreamGenerateReactor::Sink : public TokenSink {
  public:
-  explicit Sink(StreamGenerateReactor* reactor) : r_(reactor) {}
+  explicit Sink(std::shared_ptr<StreamGenerateReactor> reactor)
+      : r_(std::move(reactor)) {}
 
   void OnEvent(const TokenEvent& event) override {
-    StreamGenerateReactor* r = r_;
+    StreamGenerateReactor* r = r_.get();
     r->record_.OnEvent(event);
+    std::optional<TokenEvent> final_event;
     bool cut_off_now = false;
     Action action = Action::kNone;
     grpc::Status status;
@@ -47,18 +50,23 @@ class StreamGenerateReactor::Sink : public TokenSink {
                           "for over ",
                           absl::FormatDuration(config.stream_write_timeout)))
                 : FinalStatus(event, *r->call_);
-        r->record_.Finish(*r->final_status_, &event);
-        r_ = nullptr;
+        final_event = event;
       }
       action = r->Decide(&status);
     }
-    // The final event's decision is the last use of r from this sink.
     if (cut_off_now) r->service_.engine->Cancel(event.request_id);
-    r->Perform(action, status);
+    // gRPC calls, the log line and the metrics run on the pump thread, off
+    // the engine's step.
+    if (final_event) {
+      r->service_.pump->Post([r = r_, e = *std::move(final_event)] {
+        r->record_.Finish(*r->final_status_, &e);
+      });
+    }
+    r->Post(r_, action, status);
   }
 
  private:
-  StreamGenerateReactor* r_;
+  std::shared_ptr<StreamGenerateReactor> r_;
 };
 
 StreamGenerateReactor::StreamGenerateReactor(ServiceContext& service,
@@ -67,8 +75,16 @@ StreamGenerateReactor::StreamGenerateReactor(ServiceContext& service,
     : service_(service),
       call_(call),
       options_(request->response()),
-      record_(service, "GenerateStream") {
-  if (grpc::Status s = Submit(request); !s.ok()) FinishEarly(s);
+      record_(service, "GenerateStream") {}
+
+StreamGenerateReactor* StreamGenerateReactor::Start(
+    ServiceContext& service, grpc::CallbackServerContext* call,
+    const v1::GenerateRequest* request) {
+  std::shared_ptr<StreamGenerateReactor> r(
+      new StreamGenerateReactor(service, call, request));
+  r->self_ = r;
+  if (grpc::Status s = r->Submit(request); !s.ok()) r->FinishEarly(s);
+  return r.get();
 }
 
 grpc::Status StreamGenerateReactor::Submit(const v1::GenerateRequest* request) {
@@ -83,7 +99,7 @@ grpc::Status StreamGenerateReactor::Submit(const v1::GenerateRequest* request) {
       service_.converter->ToEngine(*request);
   if (!converted.ok()) return ToGrpcStatus(converted.status());
   absl::StatusOr<uint64_t> engine_id = service_.engine->Submit(
-      *std::move(converted), std::make_shared<Sink>(this));
+      *std::move(converted), std::make_shared<Sink>(self_));
   if (!engine_id.ok()) return ToGrpcStatus(engine_id.status());
   // OnDone cannot run before the constructor returns (gRPC binds the
   // reactor after the handler returns), so `this` is valid here even if
@@ -133,6 +149,15 @@ StreamGenerateReactor::Action StreamGenerateReactor::Decide(
   return Action::kWrite;
 }
 
+void StreamGenerateReactor::Post(
+    const std::shared_ptr<StreamGenerateReactor>& self, Action action,
+    const grpc::Status& status) {
+  if (action == Action::kNone) return;
+  // Every gRPC call goes through the one pump, in the order decided, so a
+  // write never starts after the finish.
+  service_.pump->Post([self, action, status] { self->Perform(action, status); });
+}
+
 void StreamGenerateReactor::Perform(Action action, const grpc::Status& status) {
   if (action == Action::kWrite) {
     StartWrite(&in_flight_);
@@ -148,7 +173,8 @@ void StreamGenerateReactor::Pump() {
     std::lock_guard<std::mutex> lock(mu_);
     action = Decide(&status);
   }
-  Perform(action, status);
+  // Called on gRPC's threads before OnDone, while self_ is set.
+  Post(self_, action, status);
 }
 
 void StreamGenerateReactor::OnWriteDone(bool ok) {
@@ -179,6 +205,10 @@ void StreamGenerateReactor::OnCancel() {
   if (id != 0) service_.engine->Cancel(id);
 }
 
-void StreamGenerateReactor::OnDone() { delete this; }
+void StreamGenerateReactor::OnDone() {
+  // The last owners may be the sink (until the engine drops it) and queued
+  // pump tasks; gRPC is done with the reactor.
+  std::shared_ptr<StreamGenerateReactor> last = std::move(self_);
+}
 
 }  // namespace tributary

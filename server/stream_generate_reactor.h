@@ -8,11 +8,12 @@
 // pools). Client cancellation and deadlines reach Engine::Cancel.
 //
 // Threads: OnEvent runs on the engine thread; OnWriteDone, OnCancel and
-// OnDone on gRPC's. The state they share is under mu_; gRPC calls
-// (StartWrite, Finish) are made outside it. Exactly one of them calls
-// Finish (finish_started_), never before the engine's final event, and no
-// write starts after it; so the reactor (deleted in OnDone, after Finish)
-// outlives every sink call but the final one, which touches it last.
+// OnDone on gRPC's. The state they share is under mu_, where the next gRPC
+// call (a write of the pending message, or the finish) is decided; the call
+// itself runs on the ResponsePump thread, all of them in decision order, so
+// the engine thread never does gRPC work and no write starts after the
+// finish (finish_started_, decided once). Shared ownership keeps the
+// reactor alive for the sink and queued pump tasks after OnDone.
 #ifndef TRIBUTARY_SERVER_STREAM_GENERATE_REACTOR_H_
 #define TRIBUTARY_SERVER_STREAM_GENERATE_REACTOR_H_
 
@@ -31,15 +32,20 @@ namespace tributary {
 class StreamGenerateReactor final
     : public grpc::ServerWriteReactor<v1::GenerateResponse> {
  public:
-  StreamGenerateReactor(ServiceContext& service,
-                        grpc::CallbackServerContext* call,
-                        const v1::GenerateRequest* request);
+  // Creates the reactor (owned by shared pointers: its own until OnDone,
+  // the engine's sink, queued pump tasks), validates and submits.
+  static StreamGenerateReactor* Start(ServiceContext& service,
+                                      grpc::CallbackServerContext* call,
+                                      const v1::GenerateRequest* request);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
   void OnDone() override;
 
  private:
+  StreamGenerateReactor(ServiceContext& service,
+                        grpc::CallbackServerContext* call,
+                        const v1::GenerateRequest* request);
   class Sink;
   struct Shared;
   enum class Action { kNone, kWrite, kFinish };
@@ -47,12 +53,16 @@ class StreamGenerateReactor final
   // finish), marked as started. Perform() then calls gRPC outside mu_.
   Action Decide(grpc::Status* status);
   void Perform(Action action, const grpc::Status& status);
+  // Queues Perform on the service's ResponsePump.
+  void Post(const std::shared_ptr<StreamGenerateReactor>& self, Action action,
+            const grpc::Status& status);
   void Pump();  // Decide under mu_, then Perform
   // Validates and submits to the engine; an error is for FinishEarly.
   grpc::Status Submit(const v1::GenerateRequest* request);
   // Finishes without the engine (validation errors, before any write).
   void FinishEarly(const grpc::Status& status);
 
+  std::shared_ptr<StreamGenerateReactor> self_;  // reset in OnDone
   ServiceContext& service_;
   grpc::CallbackServerContext* call_;
   v1::ResponseOptions options_;

@@ -34,7 +34,7 @@ grpc::ServerUnaryReactor* TributaryService::Generate(
 grpc::ServerWriteReactor<v1::GenerateResponse>*
 TributaryService::GenerateStream(grpc::CallbackServerContext* call,
                                  const v1::GenerateRequest* request) {
-  return new StreamGenerateReactor(service_, call, request);
+  return StreamGenerateReactor::Start(service_, call, request);
 }
 
 grpc::ServerUnaryReactor* TributaryService::Tokenize(

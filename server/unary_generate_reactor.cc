@@ -17,7 +17,13 @@ class UnaryGenerateReactor::Sink : public TokenSink {
     r->service_.converter->AppendEvent(event, r->options_, r->response_);
     if (event.is_final) {
       reactor_ = nullptr;
-      r->FinishWith(FinalStatus(event, *r->call_), &event);
+      // The finish (gRPC work), the log line and the metrics run on the
+      // pump thread, off the engine's step; the reactor lives until its
+      // OnDone, which only follows that Finish.
+      r->service_.pump->Post(
+          [r, status = FinalStatus(event, *r->call_), e = event] {
+            r->FinishWith(status, &e);
+          });
     }
   }
 
