@@ -18,30 +18,9 @@
 namespace tributary {
 namespace elementwise_internal {
 
-namespace avx512 {
-#define TRIB_ISA 2
-#define TRIB_TARGET \
-  __attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma")))
-#include "engine/backend/cpu/elementwise_kernels.inc"
-#undef TRIB_ISA
-#undef TRIB_TARGET
-}  // namespace avx512
-
-namespace avx2 {
-#define TRIB_ISA 1
-#define TRIB_TARGET __attribute__((target("avx2,fma")))
-#include "engine/backend/cpu/elementwise_kernels.inc"
-#undef TRIB_ISA
-#undef TRIB_TARGET
-}  // namespace avx2
-
-namespace portable {
-#define TRIB_ISA 0
-#define TRIB_TARGET
-#include "engine/backend/cpu/elementwise_kernels.inc"
-#undef TRIB_ISA
-#undef TRIB_TARGET
-}  // namespace portable
+#define TRIB_KERNELS "engine/backend/cpu/elementwise_kernels.inc"
+#include "engine/backend/cpu/isa_instantiations.inc"
+#undef TRIB_KERNELS
 
 namespace {
 
