@@ -189,19 +189,23 @@ TEST(ServerRpcTest, FullQueueIsResourceExhausted) {
   // One running (long), then one waiting: the next is refused.
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
   std::vector<std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>>> readers;
+  // The engine publishes its counts after each step, so the queue bound
+  // may still count a just-admitted request as waiting for one step: wait
+  // for the published state before each next submit.
+  auto wait_for = [&](int64_t running, int64_t waiting) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      const Engine::Counts c = t->server->engine().counts();
+      if (c.num_running == running && c.num_waiting == waiting) return true;
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+    return false;
+  };
   for (int i = 0; i < 2; ++i) {
     contexts.push_back(std::make_unique<grpc::ClientContext>());
     readers.push_back(t->stub->GenerateStream(
         contexts.back().get(), GreedyRequest("KING RICHARD:\nNow", 1000)));
-    v1::GenerateResponse first;
-    if (i == 0) {
-      ASSERT_TRUE(readers.back()->Read(&first));
-    }
-  }
-  // The second is queued once the engine counts it.
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (t->server->engine().counts().num_active < 2 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(5));
+    ASSERT_TRUE(wait_for(1, i)) << "request " << i;
   }
   grpc::ClientContext ctx;
   v1::GenerateResponse response;
