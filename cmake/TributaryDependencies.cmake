@@ -27,4 +27,7 @@ message(STATUS "Tributary: CUDA toolkit ${TRIBUTARY_HAVE_CUDA}")
 find_package(Protobuf REQUIRED)
 find_package(gRPC CONFIG REQUIRED)
 find_package(prometheus-cpp CONFIG REQUIRED)
+# The OpenAI-compatible HTTP API (server/http_server.h): civetweb, the HTTP
+# server prometheus-cpp's exposer already runs on.
+find_package(civetweb CONFIG REQUIRED)
 find_program(TRIBUTARY_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)

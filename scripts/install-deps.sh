@@ -10,6 +10,8 @@ packages=(
   # RPC and metrics (server/, client/, proto/)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev
+  # the OpenAI-compatible HTTP API: civetweb (also under prometheus-cpp)
+  libcivetweb-dev
   # tests and benchmarks: the independent Python gRPC client, promtool
   # (checks the /metrics exposition), curl
   libgtest-dev libgmock-dev libbenchmark-dev
@@ -18,8 +20,9 @@ packages=(
   nlohmann-json3-dev libutf8proc-dev libpcre2-dev libopenblas-dev
   # sanitizers and libFuzzer
   clang libclang-rt-14-dev
-  # deployment checks (tests/deploy): a virtual environment for the pinned
-  # PyPI tools (prometheus above gives promtool and the end-to-end server)
+  # deployment checks (tests/deploy) and the openai SDK test
+  # (tests/server): virtual environments for the pinned PyPI packages
+  # (prometheus above gives promtool and the end-to-end server)
   python3-venv
 )
 

@@ -153,6 +153,7 @@ absl::Status Server::Init(ServerConfig config) {
   RETURN_IF_ERROR(StartApiServer());
   RETURN_IF_ERROR(StartHealthServer());
   RETURN_IF_ERROR(StartMetrics());
+  RETURN_IF_ERROR(StartHttpApi());
   health_->OnFailure([this] {
     RequestStop(absl::UnavailableError(
         "the engine failed (see the log): exiting so that the pod restarts"));
@@ -281,6 +282,26 @@ absl::Status Server::StartMetrics() {
   return absl::OkStatus();
 }
 
+absl::Status Server::StartHttpApi() {
+  if (config_.http_port < 0) return absl::OkStatus();
+  if (!config_.tls_cert_file.empty()) {
+    // Never a plaintext listener when TLS was asked for; and Debian 12's
+    // civetweb 1.15 crashes in the TLS handshake (also its own binary).
+    LogWarning("HTTP API off: it has no TLS yet and --tls-cert is set "
+               "(use the gRPC API, or terminate TLS in front of "
+               "--http-port with TLS off)");
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(http_, HttpApiServer::Start(
+                              service_context_,
+                              config_.served_model_name.empty()
+                                  ? Basename(model_->dir())
+                                  : config_.served_model_name));
+  return absl::OkStatus();
+}
+
+int Server::http_port() const { return http_ != nullptr ? http_->port() : -1; }
+
 void Server::RequestStop(absl::Status reason) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -313,6 +334,8 @@ void Server::Drain(absl::Duration grace) {
   if (health_server_ != nullptr) {
     health_server_->Shutdown(absl::ToChronoTime(deadline));
   }
+  // Every HTTP generation has its final event: the connection threads end.
+  if (http_ != nullptr) http_->Stop();
   if (health_ != nullptr) health_->Stop();
   exposer_.reset();
   LogInfo("drained");

@@ -22,6 +22,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "grpcpp/grpcpp.h"
 #include "server/health_monitor.h"
+#include "server/http_server.h"
 #include "server/request_converter.h"
 #include "server/server_config.h"
 #include "server/server_metrics.h"
@@ -45,6 +46,7 @@ class Server {
   int api_port() const { return api_port_; }
   int health_port() const { return health_port_; }    // -1: off
   int metrics_port() const { return metrics_port_; }  // -1: off
+  int http_port() const;                              // -1: off
 
   // Asks Wait() to return (a signal handler thread, the failure callback).
   void RequestStop(absl::Status reason);
@@ -68,6 +70,7 @@ class Server {
   absl::Status StartApiServer();
   absl::Status StartHealthServer();
   absl::Status StartMetrics();
+  absl::Status StartHttpApi();
   void BuildModelInfo();
 
   ServerConfig config_;
@@ -86,6 +89,7 @@ class Server {
   std::unique_ptr<grpc::Server> api_server_;
   std::unique_ptr<grpc::Server> health_server_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<HttpApiServer> http_;
   std::unique_ptr<HealthMonitor> health_;
   int api_port_ = -1;
   int health_port_ = -1;

@@ -57,8 +57,12 @@ const char* ServerUsage() {
   --port N                    gRPC API port (default 50051; 0 = any free port)
   --health-port N             plaintext health-only port (50052; -1 = off)
   --metrics-port N            Prometheus /metrics port (9464; -1 = off)
+  --http-port N               OpenAI-compatible HTTP API port (8000; -1 = off)
+  --http-threads N            HTTP connections served at once (64)
+  --served-model-name NAME    the HTTP API's model name (default: the model
+                              directory's name)
   --tls-cert FILE --tls-key FILE [--tls-client-ca FILE]
-                              TLS on the API port (mutual TLS with a client CA)
+                              TLS on the API ports (mutual TLS with a client CA)
   --auth-token-file FILE      require "authorization: Bearer <token>"
   --max-message-bytes N       largest request or response (4 MiB)
   --max-concurrent-streams N  HTTP/2 streams per connection (256)
@@ -84,6 +88,11 @@ absl::Status ServerConfig::Validate() const {
   RETURN_IF_ERROR(CheckPort("port", api_port, false));
   RETURN_IF_ERROR(CheckPort("health-port", health_port, true));
   RETURN_IF_ERROR(CheckPort("metrics-port", metrics_port, true));
+  RETURN_IF_ERROR(CheckPort("http-port", http_port, true));
+  if (http_threads < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--http-threads must be >= 1, got ", http_threads));
+  }
   if (host.empty()) return absl::InvalidArgumentError("--host is empty");
   if (tls_cert_file.empty() != tls_key_file.empty()) {
     return absl::InvalidArgumentError(
@@ -127,7 +136,8 @@ absl::StatusOr<ServerConfig> ParseServerFlags(int argc, const char* const* argv,
                       "max-tokens-per-step", "cache-mib",
                       "stream-buffer-tokens", "stream-write-timeout",
                       "liveness-timeout", "drain-grace", "residual-window",
-                      "steering-vectors", "engine-cpus"},
+                      "steering-vectors", "engine-cpus", "http-port",
+                      "http-threads", "served-model-name"},
                      {"help", "no-residual-stats"}));
   *help = args.Has("help");
   if (!args.positional().empty()) {
@@ -158,6 +168,13 @@ absl::StatusOr<ServerConfig> ParseServerFlags(int argc, const char* const* argv,
   ASSIGN_OR_RETURN(long long metrics,
                    args.GetInt("metrics-port", c.metrics_port, -1, 65535));
   c.metrics_port = static_cast<int>(metrics);
+  ASSIGN_OR_RETURN(long long http,
+                   args.GetInt("http-port", c.http_port, -1, 65535));
+  c.http_port = static_cast<int>(http);
+  ASSIGN_OR_RETURN(long long http_threads,
+                   args.GetInt("http-threads", c.http_threads, 1, 4096));
+  c.http_threads = static_cast<int>(http_threads);
+  c.served_model_name = args.GetOr("served-model-name", "");
   c.tls_cert_file = args.GetOr("tls-cert", "");
   c.tls_key_file = args.GetOr("tls-key", "");
   c.tls_client_ca_file = args.GetOr("tls-client-ca", "");

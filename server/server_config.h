@@ -34,6 +34,13 @@ struct ServerConfig {
   int api_port = 50051;
   int health_port = 50052;  // plaintext, health service only
   int metrics_port = 9464;  // HTTP /metrics
+  // The OpenAI-compatible HTTP API (server/http_server.h): the gRPC port's
+  // bearer token; plaintext only, so off when TLS is configured.
+  int http_port = 8000;
+  int http_threads = 64;  // connections served at once (one thread each)
+  // The model name of the HTTP API (--served-model-name); empty = the model
+  // directory's name.
+  std::string served_model_name;
 
   // --- Security of the API port (design.md §5) ---
   // TLS when cert and key are set; mutual TLS when a client CA is set too.

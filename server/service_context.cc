@@ -32,46 +32,55 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
 
 grpc::Status ServiceContext::CheckAuth(
     const grpc::CallbackServerContext& call) const {
-  if (config->auth_token.empty()) return grpc::Status::OK;
   const auto& metadata = call.client_metadata();
   auto it = metadata.find("authorization");
-  if (it == metadata.end()) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "authorization metadata is missing: send "
-                        "\"authorization: Bearer <token>\"");
+  const std::string value =
+      it == metadata.end() ? "" : std::string(it->second.data(), it->second.size());
+  return ToGrpcStatus(CheckBearer(it == metadata.end() ? nullptr : value.c_str()));
+}
+
+absl::Status ServiceContext::CheckBearer(const char* authorization) const {
+  if (config->auth_token.empty()) return absl::OkStatus();
+  if (authorization == nullptr) {
+    return absl::UnauthenticatedError(
+        "authorization metadata is missing: send "
+        "\"authorization: Bearer <token>\"");
   }
-  const absl::string_view value(it->second.data(), it->second.size());
-  if (!ConstantTimeEquals(value, absl::StrCat("Bearer ", config->auth_token))) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "authorization: the bearer token is wrong");
+  if (!ConstantTimeEquals(authorization,
+                          absl::StrCat("Bearer ", config->auth_token))) {
+    return absl::UnauthenticatedError("authorization: the bearer token is wrong");
   }
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> ServiceContext::RequestId(
     grpc::CallbackServerContext* call) const {
-  std::string id;
   const auto& metadata = call->client_metadata();
   auto it = metadata.find("x-request-id");
-  if (it != metadata.end()) {
-    const absl::string_view value(it->second.data(), it->second.size());
-    if (value.empty() || value.size() > kMaxRequestIdBytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("x-request-id metadata must be 1 to ",
-                       kMaxRequestIdBytes, " bytes, got ", value.size()));
-    }
-    for (char c : value) {
-      if (c < 0x21 || c > 0x7e) {
-        return absl::InvalidArgumentError(
-            "x-request-id metadata must be printable ASCII without spaces");
-      }
-    }
-    id = std::string(value);
-  } else {
-    id = GenerateRequestId();
-  }
-  call->AddInitialMetadata("x-request-id", id);
+  const std::string value =
+      it == metadata.end() ? "" : std::string(it->second.data(), it->second.size());
+  absl::StatusOr<std::string> id =
+      RequestIdFrom(it == metadata.end() ? nullptr : value.c_str());
+  if (id.ok()) call->AddInitialMetadata("x-request-id", *id);
   return id;
+}
+
+absl::StatusOr<std::string> ServiceContext::RequestIdFrom(
+    const char* x_request_id) {
+  if (x_request_id == nullptr) return GenerateRequestId();
+  const absl::string_view value(x_request_id);
+  if (value.empty() || value.size() > kMaxRequestIdBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("x-request-id metadata must be 1 to ", kMaxRequestIdBytes,
+                     " bytes, got ", value.size()));
+  }
+  for (char c : value) {
+    if (c < 0x21 || c > 0x7e) {
+      return absl::InvalidArgumentError(
+          "x-request-id metadata must be printable ASCII without spaces");
+    }
+  }
+  return std::string(value);
 }
 
 GenerationRecord::GenerationRecord(const ServiceContext& service,

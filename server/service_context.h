@@ -39,6 +39,11 @@ struct ServiceContext {
   // INVALID_ARGUMENT) or a generated one; also sets it in the response's
   // initial metadata.
   absl::StatusOr<std::string> RequestId(grpc::CallbackServerContext* call) const;
+
+  // The same two checks for the HTTP API, on a header's value (null when
+  // the header is absent).
+  absl::Status CheckBearer(const char* authorization) const;
+  static absl::StatusOr<std::string> RequestIdFrom(const char* x_request_id);
 };
 
 // One Generate / GenerateStream call's bookkeeping: inter-token gaps as

@@ -28,7 +28,7 @@ OUT=$(mktemp -d)
 trap 'kill $PID 2>/dev/null || true; rm -rf "$LOG" "$OUT"' EXIT
 
 taskset -c 1 "$SERVER" --threads 1 --engine-cpus 0 --port 0 --health-port -1 \
-  --metrics-port 0 --max-waiting 4096 2> "$LOG" &
+  --metrics-port 0 --http-port -1 --max-waiting 4096 2> "$LOG" &
 PID=$!
 for _ in $(seq 100); do
   grep -q 'metrics listening' "$LOG" && break

@@ -26,6 +26,7 @@ class TributaryServer:
                                                delete=False)
         self.proc = subprocess.Popen(
             [server_bin, "--port", "0", "--health-port", "0", "--metrics-port", "0",
+             "--http-port", "-1",
              "--threads", "1", *extra_args],
             stdout=self.log, stderr=subprocess.STDOUT)
         self.ports = {}

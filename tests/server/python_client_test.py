@@ -27,7 +27,8 @@ def check(condition, message):
 
 def start_server(binary, model):
     cmd = [binary, "--host", "127.0.0.1", "--port", "0", "--health-port", "0",
-           "--metrics-port", "-1", "--threads", "1", "--drain-grace", "5"]
+           "--metrics-port", "-1", "--http-port", "-1", "--threads", "1",
+           "--drain-grace", "5"]
     if model:
         cmd += ["--model", model]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)

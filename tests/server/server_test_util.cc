@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <cstdlib>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -24,6 +26,7 @@ ServerConfig TestServerConfig() {
   // Off unless a test scrapes: stopping the exposer's HTTP server takes
   // about 2 s (civetweb's poll interval).
   c.metrics_port = -1;
+  c.http_port = -1;  // on in the HTTP API tests only
   c.cache_mib = 64;
   c.liveness_timeout = absl::Seconds(60);
   c.drain_grace = absl::Seconds(10);
@@ -200,6 +203,76 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
                                             response.substr(0, 40)));
   }
   return response.substr(body + 4);
+}
+
+absl::StatusOr<int> HttpSend(int port, const std::string& method,
+                             const std::string& path, const std::string& body,
+                             const std::string& extra_headers) {
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("connect ", port));
+  const std::string request = absl::StrCat(
+      method, " ", path, " HTTP/1.1\r\nHost: localhost\r\n",
+      "Connection: close\r\nContent-Type: application/json\r\n",
+      "Content-Length: ", body.size(), "\r\n", extra_headers, "\r\n", body);
+  size_t sent = 0;
+  while (sent < request.size()) {
+    const ssize_t n = ::write(fd, request.data() + sent, request.size() - sent);
+    if (n <= 0) break;  // the server may answer (413) before reading it all
+    sent += static_cast<size_t>(n);
+  }
+  return fd;
+}
+
+absl::StatusOr<HttpResponse> HttpRequest(int port, const std::string& method,
+                                         const std::string& path,
+                                         const std::string& body,
+                                         const std::string& extra_headers) {
+  absl::StatusOr<int> fd = HttpSend(port, method, path, body, extra_headers);
+  if (!fd.ok()) return fd.status();
+  std::string raw;
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(*fd, buffer, sizeof(buffer));
+    if (n <= 0) break;
+    raw.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(*fd);
+  const size_t end = raw.find("\r\n\r\n");
+  if (raw.rfind("HTTP/1.1 ", 0) != 0 || end == std::string::npos) {
+    return absl::InternalError(absl::StrCat("not an HTTP response: ",
+                                            raw.substr(0, 100)));
+  }
+  HttpResponse r;
+  r.status = std::atoi(raw.c_str() + 9);
+  r.headers = raw.substr(0, end + 2);
+  for (char& c : r.headers) c = static_cast<char>(std::tolower(c));
+  std::string rest = raw.substr(end + 4);
+  if (r.headers.find("transfer-encoding: chunked") == std::string::npos) {
+    r.body = std::move(rest);
+    return r;
+  }
+  size_t pos = 0;
+  for (;;) {
+    const size_t eol = rest.find("\r\n", pos);
+    if (eol == std::string::npos) break;
+    const size_t n = std::strtoul(rest.c_str() + pos, nullptr, 16);
+    if (n == 0) break;
+    r.body += rest.substr(eol + 2, n);
+    pos = eol + 2 + n + 2;
+  }
+  return r;
+}
+
+std::vector<std::string> SseData(const std::string& body) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while ((pos = body.find("data: ", pos)) != std::string::npos) {
+    const size_t end = body.find("\n\n", pos);
+    out.push_back(body.substr(pos + 6, end - pos - 6));
+    if (end == std::string::npos) break;
+    pos = end + 2;
+  }
+  return out;
 }
 
 }  // namespace testing_util

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -52,6 +53,25 @@ absl::StatusOr<int> StartNonReadingStream(int port,
 
 // GET http://127.0.0.1:port/path; the body, or an error.
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
+
+// One HTTP/1.1 exchange with the OpenAI-compatible API (Connection: close;
+// a chunked body is decoded).
+struct HttpResponse {
+  int status = 0;
+  std::string headers;  // the raw header block, lower-cased
+  std::string body;
+};
+// Sends `method path` with `body` (and "extra" header lines, each ending in
+// \r\n) and returns the socket, to read the response from.
+absl::StatusOr<int> HttpSend(int port, const std::string& method,
+                             const std::string& path, const std::string& body,
+                             const std::string& extra_headers = "");
+absl::StatusOr<HttpResponse> HttpRequest(int port, const std::string& method,
+                                         const std::string& path,
+                                         const std::string& body,
+                                         const std::string& extra_headers = "");
+// The "data: " payloads of a Server-Sent Events body, in order.
+std::vector<std::string> SseData(const std::string& body);
 
 }  // namespace testing_util
 }  // namespace tributary
