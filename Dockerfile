@@ -1,7 +1,8 @@
 # tributary-server image: a build stage (the toolchain, everything
 # scripts/install-deps.sh installs) and a slim runtime stage holding only the
 # server, the client (for HEALTHCHECK), the embedded default model and the
-# shared libraries they link. Ports (design.md §5): 50051 gRPC API, 50052
+# shared libraries they link. Ports (design.md §5): 8000 the OpenAI-compatible
+# HTTP API, 50051 gRPC API, 50052
 # plaintext health-only gRPC (probes), 9464 Prometheus /metrics.
 #
 # CPU (the defaults, plain Debian 12):
@@ -83,7 +84,7 @@ RUN ! ldd /usr/local/bin/tributary-server /usr/local/bin/tributary | grep 'not f
 
 # Numeric, so that Kubernetes' runAsNonRoot can verify it.
 USER 10001:10001
-EXPOSE 50051 50052 9464
+EXPOSE 50051 50052 9464 8000
 
 # The plaintext health-only port: it answers even when the API port needs TLS
 # or a token. start-period covers loading the model.

@@ -23,7 +23,7 @@ import yaml
 KUSTOMIZATIONS = ["overlays/cpu", "overlays/gpu", "base", "prometheus-adapter"]
 CUSTOM_GROUPS = ("monitoring.coreos.com/",)
 # The server's ports (server/server_config.cc defaults, design.md §5).
-API_PORT, HEALTH_PORT, METRICS_PORT = 50051, 50052, 9464
+API_PORT, HEALTH_PORT, METRICS_PORT, HTTP_PORT = 50051, 50052, 9464, 8000
 # Seconds the server needs after its drain grace to stop the metrics exporter
 # (server/README.md), plus a margin for the process to exit.
 EXIT_MARGIN_S = 5
@@ -92,7 +92,8 @@ def check_overlay(name, docs):
         return
     c = containers[0]
     ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
-    if ports != {"grpc": API_PORT, "health": HEALTH_PORT, "metrics": METRICS_PORT}:
+    if ports != {"grpc": API_PORT, "health": HEALTH_PORT, "metrics": METRICS_PORT,
+                 "http": HTTP_PORT}:
         error(name, f"container ports {ports} are not the server's")
 
     if not selects(deploy["spec"]["selector"]["matchLabels"], pod_labels):
@@ -115,7 +116,8 @@ def check_overlay(name, docs):
                 error(name, f"args use $({var}), which the ConfigMap lacks")
     pairs = dict(zip(args[::2], args[1::2]))
     for flag, port in (("--port", API_PORT), ("--health-port", HEALTH_PORT),
-                       ("--metrics-port", METRICS_PORT)):
+                       ("--metrics-port", METRICS_PORT),
+                       ("--http-port", HTTP_PORT)):
         if pairs.get(flag) != str(port):
             error(name, f"{flag} is {pairs.get(flag)}, the container port is {port}")
     if "--drain-grace" not in pairs:
@@ -173,7 +175,7 @@ def check_overlay(name, docs):
         if one(docs, "PersistentVolumeClaim", claim) is None:
             error(name, f"volume claims {claim}, which is not rendered")
 
-    # Services select the pods and target the API port.
+    # Services select the pods and target the API ports (gRPC, HTTP).
     services = by_kind(docs, "Service")
     if not any(s["spec"].get("clusterIP") == "None" for s in services):
         error(name, "no headless Service")
@@ -182,8 +184,8 @@ def check_overlay(name, docs):
         if not selects(s["spec"]["selector"], pod_labels):
             error(name, f"Service {sname} does not select the pods")
         for p in s["spec"]["ports"]:
-            if p["targetPort"] not in ("grpc", API_PORT):
-                error(name, f"Service {sname} targets {p['targetPort']}, not the API")
+            if p["targetPort"] not in ("grpc", API_PORT, "http", HTTP_PORT):
+                error(name, f"Service {sname} targets {p['targetPort']}, not an API")
 
     for kind in ("PodDisruptionBudget", "NetworkPolicy"):
         for d in by_kind(docs, kind):
