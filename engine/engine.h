@@ -140,8 +140,8 @@ class Engine {
   };
   const Capacity& capacity() const { return capacity_; }
 
-  // A snapshot published by the engine thread after every step (for tests
-  // and metrics).
+  // A snapshot published by the engine thread when it takes new work, when
+  // a step is scheduled and after every step (for tests and metrics).
   struct Counts {
     int64_t num_active = 0;  // accepted, without a final event yet
     int64_t num_waiting = 0;

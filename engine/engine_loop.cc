@@ -210,6 +210,10 @@ bool Engine::Impl::Step() {
   }
   StepPlan& plan = *planned;
   num_preemptions += static_cast<int64_t>(plan.preempted_ids.size());
+  // Publish what Schedule() admitted before the forward runs: the queue
+  // bound (Submit) and the gauges then see the step's running and waiting
+  // sequences, not the previous step's.
+  Publish();
   // plan.cancelled_ids: their sinks were finished when the cancel was
   // processed.
   needs_forget = false;

@@ -189,9 +189,9 @@ TEST(ServerRpcTest, FullQueueIsResourceExhausted) {
   // One running (long), then one waiting: the next is refused.
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
   std::vector<std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>>> readers;
-  // The engine publishes its counts after each step, so the queue bound
-  // may still count a just-admitted request as waiting for one step: wait
-  // for the published state before each next submit.
+  // A submitted request reaches the engine's published counts only when
+  // the engine thread has drained it and scheduled a step: wait for that
+  // state before each next submit.
   auto wait_for = [&](int64_t running, int64_t waiting) {
     const absl::Time deadline = absl::Now() + absl::Seconds(10);
     while (absl::Now() < deadline) {
