@@ -57,6 +57,31 @@ absl::StatusOr<std::optional<float>> GetFloat(const CliArgs& args,
   return static_cast<float>(value);
 }
 
+}  // namespace
+
+absl::Status BuildChatInput(const CliArgs& args, const std::string& message,
+                            v1::ChatInput* chat) {
+  if (auto system = args.Get("system")) {
+    v1::ChatMessage* turn = chat->add_messages();
+    turn->set_role("system");
+    turn->set_content(*system);
+  }
+  v1::ChatMessage* turn = chat->add_messages();
+  turn->set_role("user");
+  turn->set_content(message);
+  if (auto thinking = args.Get("enable-thinking")) {
+    if (*thinking != "true" && *thinking != "false") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --enable-thinking must be true or false, got '",
+                       *thinking, "'"));
+    }
+    chat->set_enable_thinking(*thinking == "true");
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
 absl::Status SetInput(const CommandLine& line, v1::GenerateRequest* request) {
   const CliArgs& args = line.args();
   const std::vector<std::string>& positional = args.positional();
@@ -70,24 +95,7 @@ absl::Status SetInput(const CommandLine& line, v1::GenerateRequest* request) {
     if (positional.empty()) {
       return absl::InvalidArgumentError("chat: missing MESSAGE");
     }
-    v1::ChatInput* chat = request->mutable_chat();
-    if (auto system = args.Get("system")) {
-      v1::ChatMessage* message = chat->add_messages();
-      message->set_role("system");
-      message->set_content(*system);
-    }
-    v1::ChatMessage* message = chat->add_messages();
-    message->set_role("user");
-    message->set_content(positional[0]);
-    if (auto thinking = args.Get("enable-thinking")) {
-      if (*thinking != "true" && *thinking != "false") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("flag --enable-thinking must be true or false, got '",
-                         *thinking, "'"));
-      }
-      chat->set_enable_thinking(*thinking == "true");
-    }
-    return absl::OkStatus();
+    return BuildChatInput(args, positional[0], request->mutable_chat());
   }
   if (auto ids = args.Get("ids")) {
     if (!positional.empty()) {

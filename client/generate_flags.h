@@ -26,6 +26,11 @@ CommandSpec ChatCommandSpec();
 absl::StatusOr<v1::GenerateRequest> BuildGenerateRequest(
     const CommandLine& line);
 
+// The chat turns of a command line: --system (optional), then `message` as
+// the user turn, and --enable-thinking true|false (an error otherwise).
+absl::Status BuildChatInput(const CliArgs& args, const std::string& message,
+                            v1::ChatInput* chat);
+
 // "1,2,3" → {1, 2, 3}; spaces around items are allowed; an empty list, an
 // empty item or a value outside int32 is an error naming `flag`.
 absl::StatusOr<std::vector<int32_t>> ParseIdList(const std::string& flag,

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "client/generate_flags.h"
 #include "client/residual_table.h"
 #include "client/status_names.h"
 #include "engine/base/status_macros.h"
@@ -95,7 +96,8 @@ std::string EscapePiece(const std::string& piece) {
 }  // namespace
 
 CommandSpec TokenizeCommandSpec() {
-  return CommandSpec{"tokenize", {"system"}, {"pieces", "chat"}, {}};
+  return CommandSpec{
+      "tokenize", {"system", "enable-thinking"}, {"pieces", "chat"}, {}};
 }
 
 CommandSpec InfoCommandSpec() { return CommandSpec{"info", {}, {}, {}}; }
@@ -163,15 +165,9 @@ absl::Status RunTokenizeCommand(const CommandLine& line,
   }
   v1::TokenizeRequest request;
   if (args.Has("chat")) {
-    v1::ChatInput* chat = request.mutable_chat();
-    if (auto system = args.Get("system")) {
-      v1::ChatMessage* message = chat->add_messages();
-      message->set_role("system");
-      message->set_content(*system);
-    }
-    v1::ChatMessage* message = chat->add_messages();
-    message->set_role("user");
-    message->set_content(args.positional()[0]);
+    absl::Status chat =
+        BuildChatInput(args, args.positional()[0], request.mutable_chat());
+    if (!chat.ok()) return chat;
   } else {
     if (args.Has("system")) {
       return absl::InvalidArgumentError("tokenize: --system needs --chat");
