@@ -7,12 +7,11 @@ Exit 0 when every check passes.
   openai_sdk_test.py --server BIN [--model DIR]
 """
 import argparse
-import re
-import subprocess
 import sys
-import time
 
 import openai
+
+import server_process  # next to this file
 
 
 def fail(message):
@@ -25,30 +24,19 @@ def check(condition, message):
         fail(message)
 
 
-def start_server(binary, model):
-    cmd = [binary, "--host", "127.0.0.1", "--port", "0", "--health-port", "-1",
-           "--metrics-port", "-1", "--http-port", "0", "--threads", "1",
-           "--drain-grace", "5"]
-    if model:
-        cmd += ["--model", model]
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            fail(f"the server exited early (code {proc.poll()})")
-        m = re.search(r"HTTP API listening on http://[\d.]+:(\d+)", line)
-        if m:
-            return proc, int(m.group(1))
-    fail("the server did not report its HTTP port")
-
-
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--server", required=True)
     parser.add_argument("--model", default="")
     args = parser.parse_args()
-    proc, port = start_server(args.server, args.model)
+    try:
+        proc, ports = server_process.start(
+            args.server, args.model, ["http"],
+            ["--port", "0", "--health-port", "-1", "--metrics-port", "-1",
+             "--http-port", "0"])
+    except server_process.ServerError as e:
+        fail(str(e))
+    port = ports["http"]
     try:
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1",
                                api_key="unused", max_retries=0, timeout=60)
@@ -117,12 +105,10 @@ def main():
         c = client.completions.create(model=model, prompt="KING:", max_tokens=2)
         check(c.choices[0].text is not None, "no answer after the errors")
     finally:
-        proc.send_signal(2)
         try:
-            code = proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            fail("the server did not drain within 30 s")
+            code = server_process.stop(proc)
+        except server_process.ServerError as e:
+            fail(str(e))
     check(code == 0, f"the server exited {code}")
     print("openai_sdk_test: all checks passed")
 

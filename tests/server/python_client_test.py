@@ -7,12 +7,11 @@ ours on the client side). Exit 0 when every check passes.
 """
 import argparse
 import os
-import re
-import signal
 import subprocess
 import sys
 import tempfile
-import time
+
+import server_process  # next to this file
 
 
 def fail(message):
@@ -23,26 +22,6 @@ def fail(message):
 def check(condition, message):
     if not condition:
         fail(message)
-
-
-def start_server(binary, model):
-    cmd = [binary, "--host", "127.0.0.1", "--port", "0", "--health-port", "0",
-           "--metrics-port", "-1", "--http-port", "-1", "--threads", "1",
-           "--drain-grace", "5"]
-    if model:
-        cmd += ["--model", model]
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
-    ports = {}
-    deadline = time.time() + 60
-    while time.time() < deadline and len(ports) < 2:
-        line = proc.stderr.readline()
-        if not line:
-            fail(f"the server exited early (code {proc.poll()})")
-        m = re.search(r"gRPC (API|health) listening on [\d.]+:(\d+)", line)
-        if m:
-            ports[m.group(1)] = int(m.group(2))
-    check(len(ports) == 2, "the server did not report its ports")
-    return proc, ports
 
 
 def main():
@@ -71,7 +50,14 @@ def main():
     health_pb2 = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(health_pb2)
 
-    proc, ports = start_server(args.server, args.model)
+    try:
+        proc, ports = server_process.start(
+            args.server, args.model, ["api", "health"],
+            ["--port", "0", "--health-port", "0", "--metrics-port", "-1",
+             "--http-port", "-1"])
+    except server_process.ServerError as e:
+        fail(str(e))
+    ports = {"API": ports["api"], "health": ports["health"]}
     try:
         channel = grpc.insecure_channel(f"127.0.0.1:{ports['API']}")
         grpc.channel_ready_future(channel).result(timeout=30)
@@ -143,12 +129,10 @@ def main():
         check(status.status == health_pb2.HealthCheckResponse.SERVING,
               f"health {status.status}")
     finally:
-        proc.send_signal(signal.SIGTERM)
         try:
-            code = proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            fail("the server did not exit within 30 s of SIGTERM")
+            code = server_process.stop(proc)
+        except server_process.ServerError as e:
+            fail(str(e))
     check(code == 0, f"the server exited with {code} after SIGTERM")
     print("python_client_test: all checks passed")
 
