@@ -17,7 +17,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing_util::DefaultModel;
-using testing_util::DefaultTokenizer;
 using testing_util::RecordingSink;
 using testing_util::SmallEngineOptions;
 
@@ -42,14 +41,7 @@ std::vector<float> Random(uint32_t seed, float norm) {
 }
 
 GenerateRequest Greedy(const std::string& text, int32_t max_new_tokens) {
-  GenerateRequest r;
-  auto ids = DefaultTokenizer().Encode(text);
-  EXPECT_TRUE(ids.ok());
-  r.prompt_ids = ids.ok() ? *ids : std::vector<int32_t>{1};
-  r.sampling.temperature = 0.0f;
-  r.sampling.max_new_tokens = max_new_tokens;
-  r.sampling.ignore_eos = true;
-  return r;
+  return testing_util::Greedy(testing_util::Encode(text), max_new_tokens);
 }
 
 std::vector<LensReading> Lens(const RecordingSink& sink) {

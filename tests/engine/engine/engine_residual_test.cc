@@ -15,7 +15,6 @@ namespace tributary {
 namespace {
 
 using testing_util::DefaultModel;
-using testing_util::DefaultTokenizer;
 using testing_util::RecordingSink;
 using testing_util::SmallEngineOptions;
 
@@ -23,13 +22,8 @@ constexpr absl::Duration kTimeout = absl::Seconds(60);
 constexpr int32_t kMaxNew = 12;
 
 GenerateRequest Traced(const std::string& text) {
-  GenerateRequest request;
-  auto ids = DefaultTokenizer().Encode(text);
-  EXPECT_TRUE(ids.ok());
-  request.prompt_ids = ids.ok() ? *ids : std::vector<int32_t>{1};
-  request.sampling.temperature = 0.0f;
-  request.sampling.max_new_tokens = kMaxNew;
-  request.sampling.ignore_eos = true;
+  GenerateRequest request =
+      testing_util::Greedy(testing_util::Encode(text), kMaxNew);
   request.residual_trace = true;
   request.residual_summary = true;
   return request;
@@ -38,8 +32,8 @@ GenerateRequest Traced(const std::string& text) {
 struct StepObserver : EngineObserver {
   void OnStep(const StepStats& stats) override { tokens += stats.num_tokens; }
   void OnResidualStats(const ResidualSummary& step) override {
-    residual_tokens += step.sublayers.at(0).num_tokens +
-                       step.sublayers.at(0).num_nonfinite;
+    residual_tokens +=
+        step.sublayers.at(0).num_tokens + step.sublayers.at(0).num_nonfinite;
   }
   int64_t tokens = 0;
   int64_t residual_tokens = 0;

@@ -19,25 +19,12 @@ namespace {
 using ::testing::HasSubstr;
 using testing_util::DefaultModel;
 using testing_util::DefaultTokenizer;
+using testing_util::Encode;
+using testing_util::Greedy;
 using testing_util::RecordingSink;
 using testing_util::SmallEngineOptions;
 
 constexpr absl::Duration kTimeout = absl::Seconds(60);
-
-std::vector<int32_t> Encode(const std::string& text) {
-  auto ids = DefaultTokenizer().Encode(text);
-  EXPECT_TRUE(ids.ok()) << ids.status();
-  return ids.ok() ? *ids : std::vector<int32_t>{1};
-}
-
-GenerateRequest Greedy(std::vector<int32_t> prompt, int32_t max_new_tokens) {
-  GenerateRequest request;
-  request.prompt_ids = std::move(prompt);
-  request.sampling.temperature = 0.0f;
-  request.sampling.max_new_tokens = max_new_tokens;
-  request.sampling.ignore_eos = true;
-  return request;
-}
 
 // Submits and waits for the final event.
 std::shared_ptr<RecordingSink> RunToEnd(Engine& engine,

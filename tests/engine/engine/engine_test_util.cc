@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <utility>
 
+#include "gtest/gtest.h"
+
 namespace tributary {
 namespace testing_util {
 
@@ -27,6 +29,21 @@ const Tokenizer& DefaultTokenizer() {
     return loaded.value().release();
   }();
   return *tokenizer;
+}
+
+std::vector<int32_t> Encode(const std::string& text) {
+  auto ids = DefaultTokenizer().Encode(text);
+  EXPECT_TRUE(ids.ok()) << ids.status();
+  return ids.ok() ? *ids : std::vector<int32_t>{1};
+}
+
+GenerateRequest Greedy(std::vector<int32_t> prompt, int32_t max_new_tokens) {
+  GenerateRequest request;
+  request.prompt_ids = std::move(prompt);
+  request.sampling.temperature = 0.0f;
+  request.sampling.max_new_tokens = max_new_tokens;
+  request.sampling.ignore_eos = true;
+  return request;
 }
 
 EngineOptions SmallEngineOptions(int64_t num_kv_blocks,

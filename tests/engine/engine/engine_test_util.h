@@ -24,6 +24,12 @@ std::string DefaultModelDir();
 const ModelDirectory& DefaultModel();
 const Tokenizer& DefaultTokenizer();
 
+// The default tokenizer's ids of `text` (a test failure if it cannot).
+std::vector<int32_t> Encode(const std::string& text);
+
+// A greedy request for exactly `max_new_tokens` tokens (EOS ignored).
+GenerateRequest Greedy(std::vector<int32_t> prompt, int32_t max_new_tokens);
+
 // Options on the default model with explicit pools.
 EngineOptions SmallEngineOptions(int64_t num_kv_blocks,
                                  int64_t num_state_slots);
