@@ -21,12 +21,7 @@ using testing_util::SmallEngineOptions;
 constexpr absl::Duration kTimeout = absl::Seconds(60);
 
 GenerateRequest Request(int32_t max_new_tokens) {
-  GenerateRequest r;
-  r.prompt_ids = {10, 20, 30, 40};
-  r.sampling.temperature = 0.0f;
-  r.sampling.max_new_tokens = max_new_tokens;
-  r.sampling.ignore_eos = true;
-  return r;
+  return testing_util::Greedy({10, 20, 30, 40}, max_new_tokens);
 }
 
 TEST(EngineFaultTest, FailedForwardFailsItsRequestsAndTheEngineGoesOn) {
