@@ -38,7 +38,6 @@ class StreamGenerateReactor::Sink : public TokenSink {
         }
       }
       if (event.is_final) {
-        r->final_received_ = true;
         r->final_status_ =
             r->cut_off_
                 ? grpc::Status(
@@ -113,7 +112,7 @@ void StreamGenerateReactor::FinishEarly(const grpc::Status& status) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     finish_started_ = true;
-    final_received_ = true;
+    final_status_ = status;
   }
   record_.Finish(status, nullptr);
   Finish(status);
@@ -121,7 +120,7 @@ void StreamGenerateReactor::FinishEarly(const grpc::Status& status) {
 
 StreamGenerateReactor::Action StreamGenerateReactor::Decide(
     grpc::Status* status) {
-  if (finish_started_ || !final_received_) {
+  if (finish_started_ || !final_status_) {
     // Before the final event only writes are due.
     if (finish_started_ || write_in_flight_ || !has_pending_ || client_gone_) {
       return Action::kNone;
@@ -184,7 +183,7 @@ void StreamGenerateReactor::OnWriteDone(bool ok) {
     write_in_flight_ = false;
     if (!ok && !client_gone_) {
       client_gone_ = true;
-      cancel = !final_received_;
+      cancel = !final_status_;
     }
   }
   // The stream broke (the client went away): stop generating.

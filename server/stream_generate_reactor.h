@@ -77,8 +77,9 @@ class StreamGenerateReactor final
   v1::GenerateResponse in_flight_;  // owned by gRPC until OnWriteDone
   bool write_in_flight_ = false;
   absl::Time write_started_;
-  bool final_received_ = false;
-  std::optional<grpc::Status> final_status_;  // set with final_received_
+  // The call's status, set when the engine's final event arrived (or at
+  // FinishEarly).
+  std::optional<grpc::Status> final_status_;
   bool finish_started_ = false;
   bool client_gone_ = false;  // a write failed or the call was cancelled
   bool cut_off_ = false;      // we gave up on a client that stopped reading
