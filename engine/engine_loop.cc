@@ -8,6 +8,7 @@
 #include "engine/base/logging.h"
 #include "engine/base/status_macros.h"
 #include "engine/engine_impl.h"
+#include "engine/sampling/logprobs.h"
 
 namespace tributary {
 
@@ -28,7 +29,8 @@ void Engine::Impl::Finish(RequestState& r, TokenEvent event) {
   if (!r.pending_trace.empty()) {
     event.residual_trace = std::move(r.pending_trace);
   }
-  if (r.residual_summary) event.residual_summary = std::move(r.residual_summary);
+  if (r.residual_summary)
+    event.residual_summary = std::move(r.residual_summary);
   if (!r.pending_lens.empty()) event.logit_lens = std::move(r.pending_lens);
   std::shared_ptr<TokenSink> sink = std::move(r.sink);
   const uint64_t id = r.id;
@@ -270,10 +272,10 @@ bool Engine::Impl::Step() {
       RequestState* r = requests[i];
       if (r != nullptr && !done[i] && r->interventions) {
         reads.clear();
-        r->interventions->AddToStep(
-            row, seq.num_tokens, seq.first_position,
-            static_cast<int64_t>(r->prompt.size()), seq.samples_token(),
-            &r->next_lens_position, &interventions, &reads);
+        r->interventions->AddToStep(row, seq.num_tokens, seq.first_position,
+                                    static_cast<int64_t>(r->prompt.size()),
+                                    seq.samples_token(), &r->next_lens_position,
+                                    &interventions, &reads);
         for (const auto& read : reads) lens_owners.push_back({r, read});
       }
       row += seq.num_tokens;
@@ -314,18 +316,18 @@ bool Engine::Impl::Step() {
   if (forward_status.ok() && !forward->residual_stats.empty()) {
     RecordResiduals(plan, requests, *forward);
   }
-  if (forward_status.ok() && forward->lens.size() == lens_owners.size()) {
+  const size_t vocab = static_cast<size_t>(vocab_size);
+  if (forward_status.ok() &&
+      forward->lens_logits.size() == lens_owners.size() * vocab) {
     for (size_t j = 0; j < lens_owners.size(); ++j) {
       RequestState& r = *lens_owners[j].first;
+      const absl::Span<const float> row(forward->lens_logits.data() + j * vocab,
+                                        vocab);
       LensReading reading;
       reading.position = lens_owners[j].second.position;
       reading.layer = lens_owners[j].second.layer;
-      const size_t top_n =
-          static_cast<size_t>(r.interventions->lens()->top_n);
-      for (const LensToken& t : forward->lens[j]) {
-        if (reading.top.size() == top_n) break;
-        reading.top.push_back({t.token_id, t.logprob});
-      }
+      reading.top =
+          TopLogprobs(row, LogSumExp(row), r.interventions->lens()->top_n);
       r.pending_lens.push_back(std::move(reading));
     }
   }

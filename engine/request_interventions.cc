@@ -136,7 +136,6 @@ void RequestInterventions::AddToStep(int64_t row_begin, int64_t num_tokens,
     step->skips.push_back({2 * layer + 1, row_begin, row_end});
   }
   if (!lens_) return;
-  step->lens_top_n = std::max(step->lens_top_n, lens_->top_n);
   // The rows to read: every new one with the prompt, else the one whose
   // logits give the next generated token.
   const int64_t last_position = first_position + num_tokens - 1;

@@ -56,8 +56,9 @@ struct ForwardOutput {
   // ‖x‖ of the stream entering the final norm, [num_tokens]; empty when the
   // residual statistics are off.
   std::vector<float> final_stream_norm;
-  // One entry per StepInterventions::lens read, in its order.
-  std::vector<std::vector<LensToken>> lens;
+  // [StepInterventions::lens.size(), vocab_size] raw f32: one row of
+  // logits per lens read, in its order.
+  std::vector<float> lens_logits;
   // One [hidden] f32 row per StepInterventions::captures entry, in order.
   std::vector<std::vector<float>> captured;
 };

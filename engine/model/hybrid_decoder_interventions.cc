@@ -3,7 +3,6 @@
 // lens, applied at one point of the forward through Backend ops.
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "engine/base/status_macros.h"
@@ -11,38 +10,6 @@
 #include "engine/model/hybrid_decoder_step.h"
 
 namespace tributary {
-namespace {
-
-// The top `n` of one row of logits under log-softmax, most likely first
-// (ties: the lower id first, as the sampler's greedy choice).
-std::vector<LensToken> TopLogprobs(const float* logits, int64_t vocab,
-                                   int32_t n) {
-  double max_logit = -INFINITY;
-  for (int64_t i = 0; i < vocab; ++i) {
-    max_logit = std::max(max_logit, static_cast<double>(logits[i]));
-  }
-  double sum = 0.0;
-  for (int64_t i = 0; i < vocab; ++i) {
-    sum += std::exp(static_cast<double>(logits[i]) - max_logit);
-  }
-  const double log_z = max_logit + std::log(sum);
-  std::vector<int32_t> ids(static_cast<size_t>(vocab));
-  std::iota(ids.begin(), ids.end(), 0);
-  const size_t k = std::min<size_t>(static_cast<size_t>(n), ids.size());
-  std::partial_sort(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(k),
-                    ids.end(), [logits](int32_t a, int32_t b) {
-                      return logits[a] > logits[b] ||
-                             (logits[a] == logits[b] && a < b);
-                    });
-  std::vector<LensToken> top(k);
-  for (size_t i = 0; i < k; ++i) {
-    top[i].token_id = ids[i];
-    top[i].logprob = static_cast<float>(logits[ids[i]] - log_z);
-  }
-  return top;
-}
-
-}  // namespace
 
 absl::StatusOr<Tensor> HybridDecoder::InterventionBuffer(Step& step,
                                                          ElementType type,
@@ -168,12 +135,11 @@ absl::Status HybridDecoder::ApplyInterventions(const StepInterventions& iv,
   if (rows.empty()) return absl::OkStatus();
   std::vector<float> logits;
   RETURN_IF_ERROR(StreamLogits(step, rows, &logits));
-  std::vector<std::vector<LensToken>>* lens = &output->lens;
-  lens->resize(iv.lens.size());
-  const int64_t vocab = config_->vocab_size;
+  const size_t vocab = static_cast<size_t>(config_->vocab_size);
+  output->lens_logits.resize(iv.lens.size() * vocab);
   for (size_t j = 0; j < reads.size(); ++j) {
-    (*lens)[reads[j]] = TopLogprobs(
-        logits.data() + static_cast<int64_t>(j) * vocab, vocab, iv.lens_top_n);
+    std::copy(logits.begin() + j * vocab, logits.begin() + (j + 1) * vocab,
+              output->lens_logits.begin() + reads[j] * vocab);
   }
   return absl::OkStatus();
 }

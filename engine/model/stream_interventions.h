@@ -13,8 +13,8 @@
 //     3. ablation: rows ← rows − (rows · û) û, at every point and also
 //                  after the embedding;
 //     4. lens:     after layer l's ffn (s = 2l + 1), rows read through the
-//                  final norm and lm_head: the top-n tokens the stream at
-//                  that depth would predict;
+//                  final norm and lm_head: the logits the stream at that
+//                  depth would give (the engine ranks them);
 //     5. captures: rows copied out as they are.
 // The model code applies them through Backend ops, so every backend gets
 // them. A step without interventions runs none of this.
@@ -55,20 +55,12 @@ struct StepInterventions {
     int64_t row = 0;
   };
   std::vector<LensRead> lens;
-  int32_t lens_top_n = 5;
   std::vector<Capture> captures;
 
   bool empty() const {
     return skips.empty() && steers.empty() && ablations.empty() &&
            lens.empty() && captures.empty();
   }
-};
-
-// One lens read's answer: the top-n tokens and their natural-log
-// probabilities under the lens distribution, most likely first.
-struct LensToken {
-  int32_t token_id = -1;
-  float logprob = 0.0f;
 };
 
 }  // namespace tributary
