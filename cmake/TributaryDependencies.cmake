@@ -12,15 +12,24 @@ if(TRIBUTARY_BENCHMARKS)
   find_package(benchmark REQUIRED)
 endif()
 
-# The CUDA toolkit is optional: detected when present, never required.
-include(CheckLanguage)
-check_language(CUDA)
-if(CMAKE_CUDA_COMPILER)
-  set(TRIBUTARY_HAVE_CUDA ON)
-else()
-  set(TRIBUTARY_HAVE_CUDA OFF)
+# The CUDA toolkit is optional: detected when present, never required. With
+# it, the CUDA backend (engine/backend/cuda) is built for Hopper (sm_90); its
+# tests carry the label `gpu` and skip on machines without a device.
+option(TRIBUTARY_CUDA "Build the CUDA backend when the toolkit is found" ON)
+set(TRIBUTARY_HAVE_CUDA OFF)
+if(TRIBUTARY_CUDA)
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90)
+    endif()
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(TRIBUTARY_HAVE_CUDA ON)
+  endif()
 endif()
-message(STATUS "Tributary: CUDA toolkit ${TRIBUTARY_HAVE_CUDA}")
+message(STATUS "Tributary: CUDA backend ${TRIBUTARY_HAVE_CUDA}")
 
 # The service (proto/, server/, client/): gRPC, Protocol Buffers and
 # prometheus-cpp. The engine never links these (design.md §1).

@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
-#include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/backend_factory.h"
 #include "engine/backend/element_type.h"
 #include "engine/base/logging.h"
 #include "engine/base/status_macros.h"
@@ -41,9 +41,17 @@ absl::Status EngineOptions::Validate() const {
           "engine_cpus: core ", cpu, " is outside [0, ", CPU_SETSIZE, ")"));
     }
   }
-  if (model == nullptr && model_dir.empty()) {
+  if (model == nullptr && model_dir.empty() && synthetic_model.empty()) {
     return absl::InvalidArgumentError(
-        "model: neither a loaded model nor model_dir is set");
+        "model: none of a loaded model, model_dir and synthetic_model is set");
+  }
+  if (!synthetic_model.empty() && (model != nullptr || !model_dir.empty())) {
+    return absl::InvalidArgumentError(
+        "synthetic_model: set together with a model or model_dir");
+  }
+  if (cuda_device < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cuda_device = ", cuda_device, " must be >= 0"));
   }
   if (num_threads < 0) {
     return absl::InvalidArgumentError(
@@ -79,6 +87,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   impl->options = options;
   if (options.model != nullptr) {
     impl->model = options.model;
+  } else if (!options.synthetic_model.empty()) {
+    ASSIGN_OR_RETURN(ModelDirectory synthetic,
+                     ModelDirectory::Synthetic(options.synthetic_model));
+    impl->owned_model.emplace(std::move(synthetic));
+    impl->model = &*impl->owned_model;
   } else {
     ASSIGN_OR_RETURN(ModelDirectory loaded,
                      ModelDirectory::Load(options.model_dir));
@@ -112,7 +125,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
                "tokenizer): generation stops on length only");
   }
 
-  ASSIGN_OR_RETURN(impl->backend, CpuBackend::Create({options.num_threads}));
+  BackendOptions backend_options;
+  backend_options.kind = options.backend;
+  backend_options.num_threads = options.num_threads;
+  backend_options.cuda_device = options.cuda_device;
+  ASSIGN_OR_RETURN(impl->backend, CreateBackend(backend_options));
+  LogInfo("backend: ", impl->backend->name());
 
   SchedulerConfig sc = options.scheduler;
   sc.max_sequence_tokens =
@@ -153,9 +171,24 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   cache.num_kv_blocks = sc.num_kv_blocks;
   cache.kv_block_size = sc.kv_block_size;
   cache.num_state_slots = sc.num_state_slots;
+  WeightLoadOptions load;
+  if (model.synthetic()) load.random_seed = options.synthetic_seed;
+  // A progress line every tenth of the weights, for backends that copy them
+  // (the CPU aliases the mapped checkpoint: nothing to wait for).
+  int last_tenth = 0;
+  if (options.backend != BackendKind::kCpu || model.synthetic()) {
+    load.progress = [&last_tenth](int64_t done, int64_t total) {
+      const int tenth = total > 0 ? static_cast<int>(10 * done / total) : 10;
+      if (tenth > last_tenth) {
+        last_tenth = tenth;
+        LogInfo("weights: ", 10 * tenth, "% (", done >> 20, " of ",
+                total >> 20, " MiB)");
+      }
+    };
+  }
   ASSIGN_OR_RETURN(impl->decoder,
                    HybridDecoder::Create(config, model.weights(),
-                                         impl->backend.get(), cache));
+                                         impl->backend.get(), cache, load));
   LogInfo("engine capacity: ", sc.num_kv_blocks, " KV blocks of ",
           sc.kv_block_size, " tokens, ", sc.num_state_slots,
           " state slots, context ", impl->context_tokens, " tokens, ",

@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "engine/backend/backend_factory.h"
 #include "engine/request.h"
 #include "engine/scheduler/scheduler_config.h"
 
@@ -58,11 +59,21 @@ struct EngineOptions {
   // engine), else `model_dir` is loaded and owned by the engine.
   const ModelDirectory* model = nullptr;
   std::string model_dir;
+  // Instead of a directory: a synthetic model of this preset
+  // (synthetic_model.h: "qwen3.5-27b", …, "tiny"), random weights made on the
+  // backend from synthetic_seed. It has no tokenizer and no stop tokens:
+  // prompts are token ids, and generation stops on length.
+  std::string synthetic_model;
+  uint64_t synthetic_seed = 1;
   // Optional tokenizer (not owned; must outlive the engine). When null and
   // load_tokenizer is set, tokenizer.json is loaded from the model directory.
   // Without one, prompts are token ids only and text deltas are empty.
   const Tokenizer* tokenizer = nullptr;
   bool load_tokenizer = false;
+  // Where the model runs (backend_factory.h): the CPU (the default) or a
+  // CUDA device.
+  BackendKind backend = BackendKind::kCpu;
+  int cuda_device = 0;
   // CpuBackend threads; 0 = hardware concurrency.
   int num_threads = 0;
   // Cores the engine thread may run on (sched_setaffinity); empty = any.

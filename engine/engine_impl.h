@@ -16,7 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/backend.h"
 #include "engine/engine.h"
 #include "engine/model/hybrid_decoder.h"
 #include "engine/model/model_directory.h"
@@ -73,7 +73,7 @@ struct Engine::Impl {
   std::unique_ptr<Tokenizer> owned_tokenizer;
   const Tokenizer* tokenizer = nullptr;
   // Declared before the decoder: destroyed after it.
-  std::unique_ptr<CpuBackend> backend;
+  std::unique_ptr<Backend> backend;
   std::unique_ptr<HybridDecoder> decoder;
   std::vector<int32_t> eos_ids;
   int64_t vocab_size = 0;

@@ -41,6 +41,9 @@ class TimingBackend final : public Backend {
   ElementType activation_type() const override {
     return inner_->activation_type();
   }
+  ElementType weight_type(ElementType stored, int rank) const override {
+    return inner_->weight_type(stored, rank);
+  }
   absl::StatusOr<Tensor> Allocate(ElementType type,
                                   const Shape& shape) override {
     return inner_->Allocate(type, shape);
@@ -57,6 +60,10 @@ class TimingBackend final : public Backend {
     return Time("CopyToHost", [&] { return inner_->CopyToHost(src, dst); });
   }
   void Zero(const Tensor& t) override { inner_->Zero(t); }
+  void FillRandom(const Tensor& t, uint64_t seed, float low, float high,
+                  ElementType value_type) override {
+    inner_->FillRandom(t, seed, low, high, value_type);
+  }
   void ZeroRows(const Tensor& t, int64_t b, int64_t e) override {
     inner_->ZeroRows(t, b, e);
   }

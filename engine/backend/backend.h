@@ -10,8 +10,10 @@
 //  - Asynchrony: ops may be queued and run later, in issue order (a CUDA
 //    stream). Errors from queued ops are sticky and surface at the next
 //    Synchronize() or CopyToHost(). The host must call Synchronize() (or
-//    CopyToHost, which synchronises) before reading results or reusing host
-//    buffers passed to CopyFromHost.
+//    CopyToHost, which synchronises) before reading results. CopyFromHost
+//    takes ordinary (pageable) host memory and has read it when it returns,
+//    so the caller may reuse it at once (CUDA stages pageable memory before
+//    the call returns; page-locked memory must not be passed).
 //  - Threads: a backend is used by one thread at a time (the engine thread).
 //  - Numerics: activations are f32 on the CPU (bf16 on CUDA) with f32
 //    accumulation; recurrent state is always f32 (design.md §7).
@@ -50,6 +52,11 @@ class Backend {
   virtual const char* name() const = 0;
   // The element type of activations (f32 on the CPU).
   virtual ElementType activation_type() const = 0;
+  // The type ImportWeight keeps a weight stored as `stored` with `rank`
+  // dimensions in (the CPU keeps every type; CUDA converts matrices to its
+  // activation type). Weights made on the backend (synthetic models) are
+  // allocated in it.
+  virtual ElementType weight_type(ElementType stored, int rank) const = 0;
 
   // --- Memory ---------------------------------------------------------------
   // A tensor of `shape`, contents undefined, released by Free() or with the
@@ -72,6 +79,13 @@ class Backend {
   // Sets rows [row_begin, row_end) of the outermost dimension to zero.
   virtual void ZeroRows(const Tensor& tensor, int64_t row_begin,
                         int64_t row_end) = 0;
+  // Deterministic uniform values in [low, high) (random_fill.h): element i
+  // of `tensor` (a float type) is RandomUniform(seed, i, low, high) rounded
+  // to `value_type` (a float type), then stored in the tensor's type, the
+  // same on every backend (synthetic weights: a bf16 model's values stay
+  // bf16 values in a backend that keeps weights in f32).
+  virtual void FillRandom(const Tensor& tensor, uint64_t seed, float low,
+                          float high, ElementType value_type) = 0;
   // Waits for every queued op; returns the first error since the last call.
   virtual absl::Status Synchronize() = 0;
 

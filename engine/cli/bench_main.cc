@@ -6,7 +6,11 @@
 //                   [--threads T] [--seed S] [--max-running M]
 //                   [--max-tokens-per-step K] [--cache-mib MIB]
 //                   [--warmup W] [--tokenizer] [--json]
+//                   [--backend cpu|cuda] [--device D] [--synthetic PRESET]
 //
+// --synthetic runs a model of a published shape (synthetic_model.h, e.g.
+// qwen3.5-27b) with random weights made on the backend from --seed: no
+// checkpoint needed.
 // N requests, each with a synthetic prompt of P token ids (deterministic from
 // --seed) and exactly O generated tokens (greedy, ignore_eos). They are
 // submitted all at once (the default), or keeping at most C in flight (a new
@@ -199,7 +203,8 @@ absl::Status Run(int argc, char** argv) {
       CliArgs::Parse(argc, argv,
                      {"model", "num-requests", "prompt-tokens", "output-tokens",
                       "concurrency", "rate", "threads", "seed", "max-running",
-                      "max-tokens-per-step", "cache-mib", "warmup"},
+                      "max-tokens-per-step", "cache-mib", "warmup",
+                      "backend", "device", "synthetic"},
                      {"json", "tokenizer"}));
   if (!args.positional().empty()) {
     return absl::InvalidArgumentError(
@@ -236,12 +241,27 @@ absl::Status Run(int argc, char** argv) {
         "give at most one of --concurrency C and --rate R");
   }
   const bool json_output = args.Has("json");
+  ASSIGN_OR_RETURN(BackendKind backend,
+                   ParseBackendKind(args.Get("backend").value_or("cpu")));
+  ASSIGN_OR_RETURN(int64_t device, args.GetInt("device", 0, 0, 1023));
+  const bool synthetic = args.Has("synthetic");
+  if (synthetic && (args.Has("model") || args.Has("tokenizer"))) {
+    return absl::InvalidArgumentError(
+        "--synthetic takes neither --model nor --tokenizer (a synthetic model "
+        "has no files)");
+  }
 
-  ASSIGN_OR_RETURN(std::string model_dir,
-                   LocateModelDirectory(MakeModelSearch(
-                       args.Get("model"), std::getenv("TRIBUTARY_MODEL"))));
-  LogInfo("loading model ", model_dir);
-  ASSIGN_OR_RETURN(ModelDirectory model, ModelDirectory::Load(model_dir));
+  std::string model_dir;
+  if (!synthetic) {
+    ASSIGN_OR_RETURN(model_dir,
+                     LocateModelDirectory(MakeModelSearch(
+                         args.Get("model"), std::getenv("TRIBUTARY_MODEL"))));
+  }
+  LogInfo("loading model ", synthetic ? "synthetic:" + *args.Get("synthetic")
+                                      : model_dir);
+  ASSIGN_OR_RETURN(ModelDirectory model,
+                   synthetic ? ModelDirectory::Synthetic(*args.Get("synthetic"))
+                             : ModelDirectory::Load(model_dir));
   for (const std::string& warning : model.warnings()) LogWarning(warning);
   const ModelConfig& config = model.config();
   if (prompt_tokens + output_tokens > config.max_position_embeddings) {
@@ -259,6 +279,9 @@ absl::Status Run(int argc, char** argv) {
   options.model = &model;
   options.tokenizer = tokenizer.get();
   options.num_threads = static_cast<int>(threads);
+  options.backend = backend;
+  options.cuda_device = static_cast<int>(device);
+  options.synthetic_seed = static_cast<uint64_t>(seed);
   options.scheduler.max_running_sequences = max_running;
   options.scheduler.max_tokens_per_step = max_tokens_per_step;
   options.scheduler.max_waiting = std::max<int64_t>(1024, num_requests);

@@ -1,8 +1,9 @@
 // tributary-run: one prompt through the engine, no server.
 //
-//   tributary-run [--model DIR] (--prompt TEXT | --prompt-ids 1,2,3)
+//   tributary-run [--model DIR | --synthetic PRESET [--seed N]]
+//                 (--prompt TEXT | --prompt-ids 1,2,3)
 //                 [--max-new-tokens N] [--ignore-eos] [--threads N]
-//                 [--dump FILE.json]
+//                 [--backend cpu|cuda] [--device N] [--dump FILE.json]
 //
 // Greedy decoding. Stdout carries the generated text only, streamed as it is
 // produced (complete UTF-8 characters); diagnostics go to stderr. With
@@ -22,7 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/backend_factory.h"
 #include "engine/base/cli.h"
 #include "engine/base/logging.h"
 #include "engine/base/status_macros.h"
@@ -83,7 +84,8 @@ absl::Status Run(int argc, char** argv) {
       CliArgs args,
       CliArgs::Parse(argc, argv,
                      {"model", "prompt", "prompt-ids", "max-new-tokens",
-                      "threads", "dump"},
+                      "threads", "dump", "backend", "device", "synthetic",
+                      "seed"},
                      {"ignore-eos"}));
   if (!args.positional().empty()) {
     return absl::InvalidArgumentError(
@@ -96,19 +98,41 @@ absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(int64_t max_new_tokens,
                    args.GetInt("max-new-tokens", 32, 0, 1 << 20));
   ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0, 0, 1024));
+  BackendOptions backend_options;
+  ASSIGN_OR_RETURN(backend_options.kind,
+                   ParseBackendKind(args.Get("backend").value_or("cpu")));
+  ASSIGN_OR_RETURN(int64_t device, args.GetInt("device", 0, 0, 1023));
+  backend_options.num_threads = static_cast<int>(threads);
+  backend_options.cuda_device = static_cast<int>(device);
+  ASSIGN_OR_RETURN(int64_t seed, args.GetInt("seed", 1, 0, INT64_MAX));
 
-  ASSIGN_OR_RETURN(std::string model_dir,
-                   LocateModelDirectory(MakeModelSearch(
-                       args.Get("model"), std::getenv("TRIBUTARY_MODEL"))));
-  LogInfo("loading model ", model_dir);
   const absl::Time load_start = absl::Now();
-  ASSIGN_OR_RETURN(ModelDirectory model, ModelDirectory::Load(model_dir));
+  const bool synthetic = args.Has("synthetic");
+  if (synthetic && args.Has("model")) {
+    return absl::InvalidArgumentError("give --model or --synthetic, not both");
+  }
+  std::string model_dir;
+  if (!synthetic) {
+    ASSIGN_OR_RETURN(model_dir,
+                     LocateModelDirectory(MakeModelSearch(
+                         args.Get("model"), std::getenv("TRIBUTARY_MODEL"))));
+  }
+  LogInfo("loading model ", synthetic ? "synthetic:" + *args.Get("synthetic")
+                                      : model_dir);
+  ASSIGN_OR_RETURN(ModelDirectory model,
+                   synthetic ? ModelDirectory::Synthetic(*args.Get("synthetic"))
+                             : ModelDirectory::Load(model_dir));
   for (const std::string& warning : model.warnings()) LogWarning(warning);
   const ModelConfig& config = model.config();
 
+  // A synthetic model has no tokenizer: token ids in, token ids out.
   std::unique_ptr<Tokenizer> tokenizer;
-  auto loaded = Tokenizer::Load(model_dir);
-  if (loaded.ok()) {
+  if (synthetic) {
+    if (args.Has("prompt")) {
+      return absl::InvalidArgumentError(
+          "a synthetic model has no tokenizer: give --prompt-ids 1,2,3");
+    }
+  } else if (auto loaded = Tokenizer::Load(model_dir); loaded.ok()) {
     tokenizer = std::move(*loaded);
   } else if (args.Has("prompt")) {
     return loaded.status();
@@ -139,16 +163,17 @@ absl::Status Run(int argc, char** argv) {
       });
   const bool ignore_eos = args.Has("ignore-eos");
 
-  ASSIGN_OR_RETURN(std::unique_ptr<CpuBackend> backend,
-                   CpuBackend::Create({static_cast<int>(threads)}));
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
+                   CreateBackend(backend_options));
   const int64_t num_blocks = (total + kBlockSize - 1) / kBlockSize;
+  WeightLoadOptions load;
+  if (synthetic) load.random_seed = static_cast<uint64_t>(seed);
   ASSIGN_OR_RETURN(std::unique_ptr<HybridDecoder> decoder,
                    HybridDecoder::Create(config, model.weights(), backend.get(),
-                                         {num_blocks, kBlockSize, 1}));
+                                         {num_blocks, kBlockSize, 1}, load));
   LogInfo("model loaded in ", absl::FormatDuration(absl::Now() - load_start),
           ": ", config.num_hidden_layers, " layers, hidden ", config.hidden_size,
-          ", vocab ", config.vocab_size, ", ", backend->num_threads(),
-          " threads");
+          ", vocab ", config.vocab_size, ", backend ", backend->name());
 
   BatchLayout layout;
   SequenceSlice& slice = layout.sequences.emplace_back();

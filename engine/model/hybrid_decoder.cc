@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/backend/random_fill.h"
 #include "engine/base/status_macros.h"
 #include "engine/model/hybrid_decoder_step.h"
 
@@ -94,7 +95,7 @@ HybridDecoder::~HybridDecoder() {
 
 absl::StatusOr<std::unique_ptr<HybridDecoder>> HybridDecoder::Create(
     const ModelConfig& config, const ModelWeights& weights, Backend* backend,
-    const CacheConfig& cache_config) {
+    const CacheConfig& cache_config, const WeightLoadOptions& load) {
   RETURN_IF_ERROR(cache_config.Validate());
   if (static_cast<int64_t>(weights.layers.size()) != config.num_hidden_layers) {
     return absl::InvalidArgumentError(
@@ -103,43 +104,118 @@ absl::StatusOr<std::unique_ptr<HybridDecoder>> HybridDecoder::Create(
   }
   std::unique_ptr<HybridDecoder> decoder(
       new HybridDecoder(config, backend, cache_config));
-  RETURN_IF_ERROR(decoder->ImportWeights(weights));
+  RETURN_IF_ERROR(decoder->ImportWeights(weights, load));
   RETURN_IF_ERROR(decoder->AllocateCaches());
   return decoder;
 }
 
 absl::StatusOr<Tensor> HybridDecoder::Import(const TensorView& view,
-                                             const Shape& shape) {
+                                             const Shape& shape,
+                                             WeightRole role) {
   ASSIGN_OR_RETURN(ElementType type, ComputeTypeOf(view));
   if (shape.num_elements() != view.num_elements()) {
     return absl::InvalidArgumentError(
         absl::StrCat(view.name, ": ", view.num_elements(),
                      " elements, expected shape ", shape.ToString()));
   }
-  ASSIGN_OR_RETURN(Tensor t, backend_->ImportWeight(view.data, type, shape));
-  owned_.push_back(t);
+  Tensor t;
+  if (load_.random_seed) {
+    ASSIGN_OR_RETURN(t, backend_->Allocate(backend_->weight_type(type, shape.rank),
+                                           shape));
+    owned_.push_back(t);
+    float low = 0.0f, high = 0.0f;
+    switch (role) {
+      case WeightRole::kMatrix:
+        high = std::sqrt(3.0f / static_cast<float>(shape[shape.rank - 1]));
+        low = -high;
+        break;
+      case WeightRole::kEmbedding:
+        low = -1.0f, high = 1.0f;
+        break;
+      case WeightRole::kZeroCentredNorm:
+        low = -0.1f, high = 0.1f;
+        break;
+      case WeightRole::kPlainNorm:
+        low = 0.9f, high = 1.1f;
+        break;
+      case WeightRole::kConv:
+        high = std::sqrt(3.0f / static_cast<float>(shape[shape.rank - 1]));
+        low = -high;
+        break;
+      case WeightRole::kALog:
+        low = 0.0f, high = std::log(16.0f);
+        break;
+      case WeightRole::kDtBias:
+        low = -6.0f, high = -2.0f;
+        break;
+    }
+    // One stream of values per tensor, in load order.
+    const uint64_t tensor_seed = MixBits64(*load_.random_seed + owned_.size());
+    backend_->FillRandom(t, tensor_seed, low, high, type);
+  } else {
+    ASSIGN_OR_RETURN(t, backend_->ImportWeight(view.data, type, shape));
+    owned_.push_back(t);
+  }
+  loaded_bytes_ += static_cast<int64_t>(view.size_bytes);
+  if (load_.progress) load_.progress(loaded_bytes_, total_weight_bytes_);
   return t;
 }
 
-absl::Status HybridDecoder::ImportWeights(const ModelWeights& w) {
+absl::Status HybridDecoder::ImportWeights(const ModelWeights& w,
+                                          const WeightLoadOptions& load) {
   const ModelConfig& c = *config_;
+  load_ = load;
+  loaded_bytes_ = 0;
+  total_weight_bytes_ = static_cast<int64_t>(
+      w.embed_tokens.size_bytes + w.final_norm.size_bytes +
+      (w.tied_embeddings ? 0 : w.lm_head.size_bytes));
+  for (const LayerWeights& lw : w.layers) {
+    for (const TensorView* v :
+         {&lw.input_layernorm, &lw.post_attention_layernorm, &lw.mlp.gate_proj,
+          &lw.mlp.up_proj, &lw.mlp.down_proj}) {
+      total_weight_bytes_ += static_cast<int64_t>(v->size_bytes);
+    }
+    if (lw.attention) {
+      const AttentionWeights& a = *lw.attention;
+      for (const TensorView* v : {&a.q_proj, &a.k_proj, &a.v_proj, &a.o_proj,
+                                  &a.q_norm, &a.k_norm}) {
+        total_weight_bytes_ += static_cast<int64_t>(v->size_bytes);
+      }
+    }
+    if (lw.linear_attention) {
+      const LinearAttentionWeights& g = *lw.linear_attention;
+      for (const TensorView* v :
+           {&g.in_proj_qkv, &g.in_proj_z, &g.in_proj_b, &g.in_proj_a,
+            &g.conv1d, &g.dt_bias, &g.a_log, &g.norm, &g.out_proj}) {
+        total_weight_bytes_ += static_cast<int64_t>(v->size_bytes);
+      }
+    }
+  }
   auto matrix = [&](const TensorView& v) {
-    return Import(v, Shape{v.shape[0], v.shape[1]});
+    return Import(v, Shape{v.shape[0], v.shape[1]}, WeightRole::kMatrix);
   };
-  auto vector = [&](const TensorView& v) {
-    return Import(v, Shape{v.num_elements()});
+  auto vector = [&](const TensorView& v, WeightRole role) {
+    return Import(v, Shape{v.num_elements()}, role);
   };
-  ASSIGN_OR_RETURN(embed_tokens_, matrix(w.embed_tokens));
-  ASSIGN_OR_RETURN(final_norm_, vector(w.final_norm));
-  ASSIGN_OR_RETURN(lm_head_, matrix(w.lm_head));
+  const WeightRole norm = WeightRole::kZeroCentredNorm;
+  ASSIGN_OR_RETURN(embed_tokens_,
+                   Import(w.embed_tokens,
+                          Shape{w.embed_tokens.shape[0], w.embed_tokens.shape[1]},
+                          WeightRole::kEmbedding));
+  ASSIGN_OR_RETURN(final_norm_, vector(w.final_norm, norm));
+  if (w.tied_embeddings) {
+    lm_head_ = embed_tokens_;  // one copy, as transformers ties them
+  } else {
+    ASSIGN_OR_RETURN(lm_head_, matrix(w.lm_head));
+  }
   layers_.resize(w.layers.size());
   for (size_t i = 0; i < w.layers.size(); ++i) {
     const LayerWeights& lw = w.layers[i];
     Layer& layer = layers_[i];
     layer.kind = c.layer_types[i];
-    ASSIGN_OR_RETURN(layer.input_layernorm, vector(lw.input_layernorm));
+    ASSIGN_OR_RETURN(layer.input_layernorm, vector(lw.input_layernorm, norm));
     ASSIGN_OR_RETURN(layer.post_attention_layernorm,
-                     vector(lw.post_attention_layernorm));
+                     vector(lw.post_attention_layernorm, norm));
     ASSIGN_OR_RETURN(layer.gate_proj, matrix(lw.mlp.gate_proj));
     ASSIGN_OR_RETURN(layer.up_proj, matrix(lw.mlp.up_proj));
     ASSIGN_OR_RETURN(layer.down_proj, matrix(lw.mlp.down_proj));
@@ -150,8 +226,8 @@ absl::Status HybridDecoder::ImportWeights(const ModelWeights& w) {
       ASSIGN_OR_RETURN(al.k_proj, matrix(a.k_proj));
       ASSIGN_OR_RETURN(al.v_proj, matrix(a.v_proj));
       ASSIGN_OR_RETURN(al.o_proj, matrix(a.o_proj));
-      ASSIGN_OR_RETURN(al.q_norm, vector(a.q_norm));
-      ASSIGN_OR_RETURN(al.k_norm, vector(a.k_norm));
+      ASSIGN_OR_RETURN(al.q_norm, vector(a.q_norm, norm));
+      ASSIGN_OR_RETURN(al.k_norm, vector(a.k_norm, norm));
     } else {
       const LinearAttentionWeights& g = *lw.linear_attention;
       LinearLayer& ll = layer.linear;
@@ -161,14 +237,16 @@ absl::Status HybridDecoder::ImportWeights(const ModelWeights& w) {
       ASSIGN_OR_RETURN(ll.in_proj_a, matrix(g.in_proj_a));
       // [conv_dim, 1, kernel] is stored as [conv_dim, kernel].
       ASSIGN_OR_RETURN(ll.conv1d,
-                       Import(g.conv1d, Shape{c.linear_conv_dim(),
-                                              c.linear_conv_kernel_dim}));
-      ASSIGN_OR_RETURN(ll.dt_bias, vector(g.dt_bias));
-      ASSIGN_OR_RETURN(ll.a_log, vector(g.a_log));
-      ASSIGN_OR_RETURN(ll.norm, vector(g.norm));
+                       Import(g.conv1d,
+                              Shape{c.linear_conv_dim(), c.linear_conv_kernel_dim},
+                              WeightRole::kConv));
+      ASSIGN_OR_RETURN(ll.dt_bias, vector(g.dt_bias, WeightRole::kDtBias));
+      ASSIGN_OR_RETURN(ll.a_log, vector(g.a_log, WeightRole::kALog));
+      ASSIGN_OR_RETURN(ll.norm, vector(g.norm, WeightRole::kPlainNorm));
       ASSIGN_OR_RETURN(ll.out_proj, matrix(g.out_proj));
     }
   }
+  load_ = WeightLoadOptions{};  // the callback's captures may not outlive Create
   return absl::OkStatus();
 }
 
@@ -334,6 +412,11 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
   ASSIGN_OR_RETURN(step.small_b, allocate(act, Shape{num_tokens, wide}));
   ASSIGN_OR_RETURN(step.small_c, allocate(act, Shape{num_tokens, wide}));
   ASSIGN_OR_RETURN(step.small_d, allocate(act, Shape{num_tokens, wide}));
+  if (c.num_linear_attention_layers() > 0) {
+    ASSIGN_OR_RETURN(step.gates,
+                     allocate(ElementType::kF32,
+                              Shape{2 * num_tokens, c.linear_num_value_heads}));
+  }
   if (options.residual_stats) {
     ASSIGN_OR_RETURN(step.stats, allocate(ElementType::kF32,
                                           Shape{num_sublayers, num_tokens,
@@ -454,10 +537,8 @@ void HybridDecoder::RunLinearAttention(const Layer& layer, Step& step) {
   backend_->L2NormRows(q, dk, 1.0f / std::sqrt(static_cast<float>(dk)));
   backend_->L2NormRows(k, dk, 1.0f);
 
-  // g and beta [T, Hv] go into the conv output's buffer, consumed by the
-  // splits above.
-  Tensor g = View(step.wide_b, Shape{t, hv});
-  Tensor beta = Rows(View(step.wide_b, Shape{2 * t, hv}), t, t);
+  Tensor g = Rows(step.gates, 0, t);
+  Tensor beta = Rows(step.gates, t, t);
   backend_->GdnGates(a, b, w.a_log, w.dt_bias, g, beta);
 
   Tensor core = View(step.small_a, Shape{t, hv, dv});

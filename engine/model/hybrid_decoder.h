@@ -14,7 +14,9 @@
 #define TRIBUTARY_ENGINE_MODEL_HYBRID_DECODER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -32,6 +34,19 @@ struct CacheConfig {
   int64_t num_state_slots = 0; // sequences that can hold GDN state at once
 
   absl::Status Validate() const;
+};
+
+// How the decoder gets its weights onto the backend.
+struct WeightLoadOptions {
+  // Random weights (a synthetic model): every tensor is allocated on the
+  // backend and filled there (Backend::FillRandom) from this seed, with a
+  // range by role that keeps the activations of a deep stack in scale; the
+  // views' data is not read (SyntheticModelWeights has none). The same seed
+  // gives the same weights on every backend.
+  std::optional<uint64_t> random_seed;
+  // Called after each tensor with the bytes placed so far and in all (the
+  // views' sizes), e.g. for a progress line while a device backend uploads.
+  std::function<void(int64_t done_bytes, int64_t total_bytes)> progress;
 };
 
 struct ForwardOptions {
@@ -70,7 +85,7 @@ class HybridDecoder {
   // outlive the decoder.
   static absl::StatusOr<std::unique_ptr<HybridDecoder>> Create(
       const ModelConfig& config, const ModelWeights& weights, Backend* backend,
-      const CacheConfig& cache_config);
+      const CacheConfig& cache_config, const WeightLoadOptions& load = {});
   ~HybridDecoder();
 
   HybridDecoder(const HybridDecoder&) = delete;
@@ -99,11 +114,23 @@ class HybridDecoder {
 
   HybridDecoder(const ModelConfig& config, Backend* backend,
                 const CacheConfig& cache_config);
-  absl::Status ImportWeights(const ModelWeights& weights);
+  // What a weight is for: it sets the range of random values.
+  enum class WeightRole {
+    kMatrix,           // a projection [out, in]: ±√(3 / in), unit gain
+    kEmbedding,        // token embeddings: ±1
+    kZeroCentredNorm,  // 1 + w norms: w in ±0.1
+    kPlainNorm,        // the GDN gated norm (w as is): [0.9, 1.1]
+    kConv,             // the depthwise conv [C, K]: ±√(3 / K)
+    kALog,             // A_log: [0, ln 16] (A in [1, 16], as Mamba's init)
+    kDtBias,           // dt_bias: [−6, −2] (softplus → dt ≈ 0.0025 … 0.13)
+  };
+  absl::Status ImportWeights(const ModelWeights& weights,
+                             const WeightLoadOptions& load);
   absl::Status AllocateCaches();
   absl::Status CheckLayout(const BatchLayout& layout,
                            absl::Span<const int32_t> ids) const;
-  absl::StatusOr<Tensor> Import(const TensorView& view, const Shape& shape);
+  absl::StatusOr<Tensor> Import(const TensorView& view, const Shape& shape,
+                                WeightRole role);
 
   void RunLinearAttention(const Layer& layer, Step& step);
   void RunAttention(const Layer& layer, Step& step);
@@ -133,6 +160,10 @@ class HybridDecoder {
   Tensor lm_head_;
   std::vector<Layer> layers_;
   std::vector<Tensor> owned_;  // every tensor to Free() at destruction
+  // While ImportWeights runs: the random seed (if any), the progress
+  // callback, and the bytes placed so far of how many.
+  WeightLoadOptions load_;
+  int64_t loaded_bytes_ = 0, total_weight_bytes_ = 0;
   // Step activations, reused across steps (grown when a step needs more).
   std::vector<Tensor> workspace_;
   // Buffers of the interventions (vectors, lens rows and logits), kept apart

@@ -20,6 +20,10 @@ struct HybridDecoder::Step {
   // Scratch shared by the layers (sized for the largest use).
   Tensor wide_a, wide_b, wide_c;  // [T, max projection width]
   Tensor small_a, small_b, small_c, small_d;
+  // The GDN gates g and beta [2T, Hv], f32 whatever the activation type: the
+  // log decay compounds over every token, so it is kept at full precision
+  // (transformers computes it in f32 too). Empty without GDN layers.
+  Tensor gates;
   // Interventions: the next intervention_workspace_ buffer to use, and the
   // host vectors already uploaded this step.
   size_t next_intervention_buffer = 0;

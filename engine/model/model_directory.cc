@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/base/mapped_file.h"
 #include "engine/base/status_macros.h"
+#include "engine/model/synthetic_model.h"
 
 namespace tributary {
 namespace {
@@ -33,6 +34,20 @@ ModelDirectory::ModelDirectory(std::string dir, ModelConfig config,
       stop_tokens_(std::move(stop_tokens)),
       store_(std::move(store)),
       weights_(std::move(weights)) {}
+
+absl::StatusOr<ModelDirectory> ModelDirectory::Synthetic(
+    const std::string& preset) {
+  ASSIGN_OR_RETURN(ModelConfig config, SyntheticModelConfig(preset));
+  // The test preset keeps f32 weights, so that backends computing in f32
+  // run the very same model; the published shapes are bf16, as released.
+  ModelWeights weights = SyntheticModelWeights(
+      config, preset == "tiny" ? DType::kF32 : DType::kBF16);
+  ModelDirectory model(absl::StrCat("synthetic:", preset), std::move(config),
+                       std::nullopt, StopTokens{}, TensorStore::Empty(),
+                       std::move(weights));
+  model.synthetic_ = true;
+  return model;
+}
 
 absl::StatusOr<ModelDirectory> ModelDirectory::Load(const std::string& dir) {
   struct stat st;

@@ -32,10 +32,18 @@ class ModelDirectory {
   // [0, vocab_size) is an error.
   static absl::StatusOr<ModelDirectory> Load(const std::string& dir);
 
+  // A synthetic model (synthetic_model.h): the preset's config and weights
+  // without data (SyntheticModelWeights; bf16, f32 for "tiny"), no files, no stop tokens (it stops
+  // on length), dir() "synthetic:<preset>". The decoder fills the weights
+  // with random values (WeightLoadOptions::random_seed).
+  static absl::StatusOr<ModelDirectory> Synthetic(const std::string& preset);
+
   ModelDirectory(ModelDirectory&&) = default;
   ModelDirectory& operator=(ModelDirectory&&) = default;
 
   const std::string& dir() const { return dir_; }
+  // True for ModelDirectory::Synthetic: the weights have no data.
+  bool synthetic() const { return synthetic_; }
   const ModelConfig& config() const { return config_; }
   // nullopt when the directory has no generation_config.json.
   const std::optional<GenerationConfig>& generation_config() const {
@@ -59,6 +67,7 @@ class ModelDirectory {
   StopTokens stop_tokens_;
   TensorStore store_;
   ModelWeights weights_;
+  bool synthetic_ = false;
 };
 
 // The same as ModelDirectory::Load.

@@ -45,6 +45,32 @@ class SpecRecorder final : public TensorLookup {
   std::vector<TensorSpec> specs_;
 };
 
+// Views with a name, a dtype and a shape but no data: the weights of a
+// synthetic model, made on the backend (HybridDecoder's random init).
+// Matrices and most vectors are BF16; A_log and the GDN norm weight are F32,
+// as in the published checkpoints (model-spec §0).
+class ShapeOnly final : public TensorLookup {
+ public:
+  explicit ShapeOnly(DType dtype) : dtype_(dtype) {}
+
+  TensorView Get(const std::string& name, std::vector<int64_t> shape,
+                 absl::string_view /*formula*/) override {
+    TensorView view;
+    view.name = name;
+    view.dtype = absl::EndsWith(name, "linear_attn.A_log") ||
+                         absl::EndsWith(name, "linear_attn.norm.weight")
+                     ? DType::kF32
+                     : dtype_;
+    view.shape = std::move(shape);
+    view.size_bytes = static_cast<size_t>(view.num_elements()) *
+                      (view.dtype == DType::kF32 ? 4 : 2);
+    return view;
+  }
+
+ private:
+  DType dtype_;
+};
+
 // Looks tensors up, checks dtype and shape, and remembers what was used and
 // what was missing so that all missing names can be reported at once.
 class Resolver final : public TensorLookup {
@@ -202,6 +228,24 @@ std::vector<TensorSpec> DecoderTensorSpecs(const ModelConfig& c) {
     r.Get(std::string(kLmHeadName), {c.vocab_size, c.hidden_size}, "");
   }
   return r.Take();
+}
+
+ModelWeights SyntheticModelWeights(const ModelConfig& c, DType dtype) {
+  ShapeOnly r(dtype);
+  const std::string prefix = c.weights_prefix();
+  ModelWeights weights;
+  weights.embed_tokens =
+      r.Get(prefix + "embed_tokens.weight", {c.vocab_size, c.hidden_size}, "");
+  for (int64_t i = 0; i < static_cast<int64_t>(c.layer_types.size()); ++i) {
+    weights.layers.push_back(ResolveLayer(c, i, r));
+  }
+  weights.final_norm = r.Get(prefix + "norm.weight", {c.hidden_size}, "");
+  weights.tied_embeddings = c.tie_word_embeddings;
+  weights.lm_head =
+      c.tie_word_embeddings
+          ? weights.embed_tokens
+          : r.Get(std::string(kLmHeadName), {c.vocab_size, c.hidden_size}, "");
+  return weights;
 }
 
 absl::StatusOr<ModelWeights> ResolveModelWeights(const ModelConfig& c,

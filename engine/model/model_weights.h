@@ -79,6 +79,13 @@ struct TensorSpec {
 // checkpoints (synthetic models).
 std::vector<TensorSpec> DecoderTensorSpecs(const ModelConfig& config);
 
+// The decoder's tensors for `config` with names, dtypes (`dtype`, BF16 or
+// F32; F32 for A_log and the GDN norm, as published checkpoints store them)
+// and shapes, but no data (null views): a synthetic model whose weights the
+// decoder makes on its backend (HybridDecoder, WeightLoadOptions).
+ModelWeights SyntheticModelWeights(const ModelConfig& config,
+                                   DType dtype = DType::kBF16);
+
 // Resolves every tensor the decoder needs under config.weights_prefix().
 // Every needed tensor must exist (else INVALID_ARGUMENT listing up to 10
 // missing names and the count), have dtype BF16, F16 or F32, and have the

@@ -40,6 +40,9 @@ class TensorStore {
   // An index file; shards are resolved relative to its directory.
   static absl::StatusOr<TensorStore> OpenIndex(const std::string& index_path);
 
+  // A store with no files and no tensors (a synthetic model's).
+  static TensorStore Empty() { return TensorStore(); }
+
   TensorStore(TensorStore&&) = default;
   TensorStore& operator=(TensorStore&&) = default;
 

@@ -12,6 +12,7 @@
 #include "engine/backend/cpu/elementwise.h"
 #include "engine/backend/cpu/matmul.h"
 #include "engine/backend/cpu/reference_ops.h"
+#include "engine/backend/random_fill.h"
 
 namespace tributary {
 namespace {
@@ -118,6 +119,29 @@ void CpuBackend::ZeroRows(const Tensor& tensor, int64_t row_begin,
   const size_t row_bytes = tensor.size_bytes() / tensor.shape[0];
   std::memset(static_cast<char*>(tensor.data) + row_begin * row_bytes, 0,
               (row_end - row_begin) * row_bytes);
+}
+
+void CpuBackend::FillRandom(const Tensor& tensor, uint64_t seed, float low,
+                            float high, ElementType value_type) {
+  const int64_t n = tensor.num_elements();
+  for (int64_t i = 0; i < n; ++i) {
+    float value = RandomUniform(seed, static_cast<uint64_t>(i), low, high);
+    if (value_type == ElementType::kBF16) value = Bf16ToF32(F32ToBf16(value));
+    if (value_type == ElementType::kF16) value = F16ToF32(F32ToF16(value));
+    switch (tensor.type) {
+      case ElementType::kF32:
+        tensor.as<float>()[i] = value;
+        break;
+      case ElementType::kBF16:
+        tensor.as<uint16_t>()[i] = F32ToBf16(value);
+        break;
+      case ElementType::kF16:
+        tensor.as<uint16_t>()[i] = F32ToF16(value);
+        break;
+      case ElementType::kI32:  // not a float tensor: left as it is
+        return;
+    }
+  }
 }
 
 absl::Status CpuBackend::SetBatchLayout(const BatchLayout& layout) {

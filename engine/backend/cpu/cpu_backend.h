@@ -28,6 +28,9 @@ class CpuBackend final : public Backend {
 
   const char* name() const override { return "cpu"; }
   ElementType activation_type() const override { return ElementType::kF32; }
+  ElementType weight_type(ElementType stored, int /*rank*/) const override {
+    return stored;
+  }
   int num_threads() const { return pool_->num_threads(); }
 
   absl::StatusOr<Tensor> Allocate(ElementType type,
@@ -40,6 +43,8 @@ class CpuBackend final : public Backend {
   void Zero(const Tensor& tensor) override;
   void ZeroRows(const Tensor& tensor, int64_t row_begin,
                 int64_t row_end) override;
+  void FillRandom(const Tensor& tensor, uint64_t seed, float low, float high,
+                  ElementType value_type) override;
   absl::Status Synchronize() override { return absl::OkStatus(); }
   absl::Status SetBatchLayout(const BatchLayout& layout) override;
 

@@ -58,17 +58,21 @@ struct PrefillResult {
 
 // Logits at every position within `tolerance` · max|ref| (design.md §7) and
 // the residual norms within `tolerance` relative.
+// `norm_tolerance` < 0: the same as `tolerance`.
 void ExpectPrefillMatches(const FixtureDump& dump, const PrefillResult& result,
                           int64_t vocab, double tolerance,
-                          const std::string& label);
+                          const std::string& label,
+                          double norm_tolerance = -1.0);
 
 // The greedy continuation, teacher-forced: `last_logits` [vocab] chooses
 // generated_ids[0]; decode(id) feeds one token and returns the next logits.
-// Steps whose reference margin is a near-tie (below 1e-3 of the prompt's
-// largest |logit|) are skipped; at least one step must be compared.
+// Steps whose reference margin is a near-tie (below `near_tie_fraction` of
+// the prompt's largest |logit|; 1e-3 for f32 decoders, more for bf16) are
+// skipped; at least one step must be compared.
 void ExpectGreedyMatches(const FixtureDump& dump, std::vector<float> last_logits,
                          const std::function<std::vector<float>(int32_t)>& decode,
-                         int64_t vocab, const std::string& label);
+                         int64_t vocab, const std::string& label,
+                         double near_tie_fraction = 1e-3);
 
 }  // namespace testing_fixtures
 }  // namespace tributary

@@ -46,6 +46,9 @@ class ProbeBackend final : public Backend {
   ElementType activation_type() const override {
     return in_->activation_type();
   }
+  ElementType weight_type(ElementType stored, int rank) const override {
+    return in_->weight_type(stored, rank);
+  }
   absl::StatusOr<Tensor> Allocate(ElementType t, const Shape& s) override {
     return in_->Allocate(t, s);
   }
@@ -63,6 +66,10 @@ class ProbeBackend final : public Backend {
   void Zero(const Tensor& t) override { in_->Zero(t); }
   void ZeroRows(const Tensor& t, int64_t b, int64_t e) override {
     in_->ZeroRows(t, b, e);
+  }
+  void FillRandom(const Tensor& t, uint64_t seed, float low, float high,
+                  ElementType value_type) override {
+    in_->FillRandom(t, seed, low, high, value_type);
   }
   absl::Status Synchronize() override { return in_->Synchronize(); }
   absl::Status SetBatchLayout(const BatchLayout& l) override {

@@ -1,0 +1,330 @@
+// tributary-gpu-bench: the CUDA backend against the device's own ceilings,
+// measured in the same run (design.md §8, the device tool's METHOD.md).
+//
+//   tributary-gpu-bench [--preset qwen3.5-27b] [--seed S] [--device D]
+//                       [--prefill-tokens 8192] [--context 1024]
+//                       [--batches 1,8,32] [--steps 10] [--json FILE]
+//
+// 1. Ceilings: device-to-device copy bandwidth (cudaMemcpyAsync of 2 GiB,
+//    bytes read + written, median of 10) and the bf16 matrix rate (the
+//    backend's MatMul, i.e. cublasGemmEx with f32 compute, 8192³, random
+//    data, median of 10).
+// 2. A synthetic model of the preset's shapes (random weights made on the
+//    device): one prefill of --prefill-tokens tokens (tokens/s, and its FLOPs
+//    over the measured matrix rate), then decode steps at each batch size
+//    with every sequence holding --context tokens (ms/step, median of
+//    --steps, against the floor: the bytes a step must read and write over
+//    the measured bandwidth).
+// Times are host clocks around Synchronize (the backend has no events; a
+// step is long enough that the launch latency of the last op is noise).
+// A table goes to stdout; --json writes the numbers.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "engine/backend/backend_factory.h"
+#include "engine/base/cli.h"
+#include "engine/base/logging.h"
+#include "engine/base/status_macros.h"
+#include "engine/model/hybrid_decoder.h"
+#include "engine/model/model_directory.h"
+#include "engine/model/model_weights.h"
+#include "nlohmann/json.hpp"
+
+namespace tributary {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+absl::Status Cuda(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(e)));
+}
+
+// Device-to-device copy bandwidth in bytes/s (read + write).
+absl::StatusOr<double> CopyBandwidth(Backend& backend) {
+  const int64_t elements = int64_t{1} << 29;  // 2 GiB of f32
+  ASSIGN_OR_RETURN(Tensor a, backend.Allocate(ElementType::kF32, Shape{elements}));
+  ASSIGN_OR_RETURN(Tensor b, backend.Allocate(ElementType::kF32, Shape{elements}));
+  backend.FillRandom(a, 1, -1.0f, 1.0f, ElementType::kF32);  // never time on zeros
+  RETURN_IF_ERROR(backend.Synchronize());
+  std::vector<double> times;
+  for (int i = 0; i < 13; ++i) {
+    const auto start = Clock::now();
+    RETURN_IF_ERROR(Cuda(cudaMemcpy(b.data, a.data, a.size_bytes(),
+                                    cudaMemcpyDeviceToDevice),
+                         "cudaMemcpy"));
+    RETURN_IF_ERROR(Cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize"));
+    if (i >= 3) times.push_back(Seconds(start, Clock::now()));
+  }
+  backend.Free(a);
+  backend.Free(b);
+  return 2.0 * static_cast<double>(a.size_bytes()) / Median(times);
+}
+
+// bf16 matrix rate in FLOP/s through the backend's MatMul.
+absl::StatusOr<double> MatMulRate(Backend& backend) {
+  const int64_t n = 8192;
+  ASSIGN_OR_RETURN(Tensor x, backend.Allocate(ElementType::kBF16, Shape{n, n}));
+  ASSIGN_OR_RETURN(Tensor w, backend.Allocate(ElementType::kBF16, Shape{n, n}));
+  ASSIGN_OR_RETURN(Tensor y, backend.Allocate(ElementType::kBF16, Shape{n, n}));
+  backend.FillRandom(x, 2, -1.0f, 1.0f, ElementType::kBF16);
+  backend.FillRandom(w, 3, -1.0f, 1.0f, ElementType::kBF16);
+  RETURN_IF_ERROR(backend.Synchronize());
+  std::vector<double> times;
+  for (int i = 0; i < 13; ++i) {
+    const auto start = Clock::now();
+    backend.MatMul(x, w, y);
+    RETURN_IF_ERROR(backend.Synchronize());
+    if (i >= 3) times.push_back(Seconds(start, Clock::now()));
+  }
+  backend.Free(x);
+  backend.Free(w);
+  backend.Free(y);
+  return 2.0 * static_cast<double>(n) * n * n / Median(times);
+}
+
+// What the model's weights take, from the tensor table: every element in
+// bf16 except A_log and the GDN norm (f32), as SyntheticModelWeights.
+struct ModelBytes {
+  double weights = 0;     // all of them
+  double embedding = 0;   // the table: only gathered rows are read
+  double matrix_params_per_token = 0;  // parameters a token multiplies by
+};
+
+ModelBytes CountBytes(const ModelConfig& c) {
+  ModelBytes m;
+  for (const TensorSpec& spec : DecoderTensorSpecs(c)) {
+    double n = 1;
+    for (int64_t e : spec.shape) n *= static_cast<double>(e);
+    const bool f32 = spec.name.find("A_log") != std::string::npos ||
+                     spec.name.find("linear_attn.norm") != std::string::npos;
+    m.weights += n * (f32 ? 4 : 2);
+    if (spec.name.find("embed_tokens") != std::string::npos) {
+      m.embedding = n * 2;
+    } else if (spec.shape.size() == 2 && spec.name.find("lm_head") == std::string::npos) {
+      m.matrix_params_per_token += n;
+    }
+  }
+  return m;
+}
+
+absl::Status Run(int argc, char** argv) {
+  ASSIGN_OR_RETURN(CliArgs args,
+                   CliArgs::Parse(argc, argv,
+                                  {"preset", "seed", "device", "prefill-tokens",
+                                   "context", "batches", "steps", "json"},
+                                  {}));
+  const std::string preset = args.Get("preset").value_or("qwen3.5-27b");
+  ASSIGN_OR_RETURN(int64_t seed, args.GetInt("seed", 1, 0, INT64_MAX));
+  ASSIGN_OR_RETURN(int64_t device, args.GetInt("device", 0, 0, 1023));
+  ASSIGN_OR_RETURN(int64_t prefill_tokens,
+                   args.GetInt("prefill-tokens", 8192, 1, 1 << 20));
+  ASSIGN_OR_RETURN(int64_t context, args.GetInt("context", 1024, 1, 1 << 20));
+  ASSIGN_OR_RETURN(int64_t steps, args.GetInt("steps", 10, 1, 10000));
+  std::vector<int64_t> batches;
+  for (absl::string_view piece :
+       absl::StrSplit(args.Get("batches").value_or("1,8,32"), ',')) {
+    int64_t b = 0;
+    if (!absl::SimpleAtoi(piece, &b) || b < 1 || b > 4096) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--batches: '", piece, "' is not a batch size"));
+    }
+    batches.push_back(b);
+  }
+  const int64_t max_batch = *std::max_element(batches.begin(), batches.end());
+
+  BackendOptions bo;
+  bo.kind = BackendKind::kCuda;
+  bo.cuda_device = static_cast<int>(device);
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(bo));
+
+  nlohmann::json report;
+  ASSIGN_OR_RETURN(const double bandwidth, CopyBandwidth(*backend));
+  ASSIGN_OR_RETURN(const double matmul_rate, MatMulRate(*backend));
+  report["copy_bandwidth_bytes_per_s"] = bandwidth;
+  report["bf16_matmul_flops_per_s"] = matmul_rate;
+  LogInfo("ceilings: copy ", bandwidth / 1e12, " TB/s, bf16 matmul ",
+          matmul_rate / 1e12, " TFLOP/s");
+
+  ASSIGN_OR_RETURN(ModelDirectory model, ModelDirectory::Synthetic(preset));
+  const ModelConfig& c = model.config();
+  const ModelBytes bytes = CountBytes(c);
+  const int64_t block = 16;
+  // Positions a sequence reaches: the prefill, or the context plus every
+  // decode step (two warm-up steps and the timed ones).
+  const int64_t blocks_per_seq =
+      (std::max(context + steps + 2, prefill_tokens) + block - 1) / block;
+  CacheConfig cache{blocks_per_seq * (max_batch + 1), block, max_batch + 1};
+  WeightLoadOptions load;
+  load.random_seed = static_cast<uint64_t>(seed);
+  const auto load_start = Clock::now();
+  ASSIGN_OR_RETURN(std::unique_ptr<HybridDecoder> decoder,
+                   HybridDecoder::Create(c, model.weights(), backend.get(),
+                                         cache, load));
+  RETURN_IF_ERROR(backend->Synchronize());
+  report["model"] = preset;
+  report["weight_bytes"] = bytes.weights;
+  report["weights_init_seconds"] = Seconds(load_start, Clock::now());
+
+  auto table_of = [&](int64_t seq) {
+    std::vector<int32_t> table;
+    for (int64_t b = 0; b < blocks_per_seq; ++b) {
+      table.push_back(static_cast<int32_t>(seq * blocks_per_seq + b));
+    }
+    return table;
+  };
+  auto ids = [&](int64_t n, int64_t salt) {
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      v[i] = static_cast<int32_t>((i * 7919 + salt * 104729) % c.vocab_size);
+    }
+    return v;
+  };
+  ForwardOptions options;  // residual statistics on, as the service runs
+
+  // Prefill: one sequence (slot max_batch), after a short warm-up.
+  {
+    RETURN_IF_ERROR(decoder->ResetStateSlot(static_cast<int32_t>(max_batch)));
+    BatchLayout warm;
+    SequenceSlice& s = warm.sequences.emplace_back();
+    s.num_tokens = 64;
+    s.state_slot = static_cast<int32_t>(max_batch);
+    s.block_table = table_of(max_batch);
+    RETURN_IF_ERROR(decoder->Forward(warm, ids(64, 0), options).status());
+    RETURN_IF_ERROR(decoder->ResetStateSlot(static_cast<int32_t>(max_batch)));
+    s.num_tokens = prefill_tokens;
+    const auto start = Clock::now();
+    RETURN_IF_ERROR(decoder->Forward(warm, ids(prefill_tokens, 1), options).status());
+    const double seconds = Seconds(start, Clock::now());
+    // 2 · parameters per token, the head once, and attention's two products
+    // over the causal triangle; the delta rule's state work (about 8 flops
+    // per state element per token) is counted too.
+    const double t = static_cast<double>(prefill_tokens);
+    const double attention = 4.0 * c.num_attention_heads * c.head_dim * t * (t + 1) /
+                             2.0 * c.num_full_attention_layers();
+    const double delta = 8.0 * c.linear_num_value_heads * c.linear_key_head_dim *
+                         c.linear_value_head_dim * t * c.num_linear_attention_layers();
+    const double flops = 2.0 * bytes.matrix_params_per_token * t +
+                         2.0 * c.hidden_size * c.vocab_size + attention + delta;
+    report["prefill"] = {{"tokens", prefill_tokens},
+                         {"seconds", seconds},
+                         {"tokens_per_s", t / seconds},
+                         {"flops", flops},
+                         {"fraction_of_matmul_rate", flops / seconds / matmul_rate}};
+  }
+
+  // Decode at each batch size, every sequence at `context` cached tokens.
+  nlohmann::json decode = nlohmann::json::array();
+  for (int64_t batch : batches) {
+    for (int64_t q = 0; q < batch; ++q) {
+      RETURN_IF_ERROR(decoder->ResetStateSlot(static_cast<int32_t>(q)));
+    }
+    // Fill the contexts, packing sequences into steps of at most 8192 tokens.
+    BatchLayout fill;
+    std::vector<int32_t> fill_ids;
+    for (int64_t q = 0; q < batch; ++q) {
+      SequenceSlice s;
+      s.token_offset = static_cast<int64_t>(fill_ids.size());
+      s.num_tokens = context;
+      s.state_slot = static_cast<int32_t>(q);
+      s.block_table = table_of(q);
+      const std::vector<int32_t> prompt = ids(context, q + 2);
+      fill_ids.insert(fill_ids.end(), prompt.begin(), prompt.end());
+      fill.sequences.push_back(s);
+      if (static_cast<int64_t>(fill_ids.size()) + context > 8192 || q + 1 == batch) {
+        RETURN_IF_ERROR(decoder->Forward(fill, fill_ids, options).status());
+        fill.sequences.clear();
+        fill_ids.clear();
+      }
+    }
+    BatchLayout step;
+    for (int64_t q = 0; q < batch; ++q) {
+      SequenceSlice s;
+      s.token_offset = q;
+      s.num_tokens = 1;
+      s.first_position = context;
+      s.state_slot = static_cast<int32_t>(q);
+      s.block_table = table_of(q);
+      step.sequences.push_back(s);
+    }
+    std::vector<double> times;
+    for (int64_t i = 0; i < steps + 2; ++i) {
+      for (SequenceSlice& s : step.sequences) s.first_position = context + i;
+      const auto start = Clock::now();
+      RETURN_IF_ERROR(decoder->Forward(step, ids(batch, 1000 + i), options).status());
+      if (i >= 2) times.push_back(Seconds(start, Clock::now()));
+    }
+    const double ms = 1e3 * Median(times);
+    const double state_bytes = 2.0 * static_cast<double>(c.gdn_state_bytes_per_sequence());
+    const double kv_bytes = static_cast<double>(c.kv_cache_bytes_per_token()) * context;
+    const double floor_bytes = (bytes.weights - bytes.embedding) +
+                               (c.tie_word_embeddings ? bytes.embedding : 0.0) +
+                               batch * (state_bytes + kv_bytes);
+    const double floor_ms = 1e3 * floor_bytes / bandwidth;
+    decode.push_back({{"batch", batch},
+                      {"context", context},
+                      {"ms_per_step", ms},
+                      {"floor_ms", floor_ms},
+                      {"floor_over_measured", floor_ms / ms}});
+  }
+  report["decode"] = decode;
+
+  std::cout << absl::StrFormat(
+      "\nceilings: copy %.2f TB/s (read + write), bf16 matmul %.0f TFLOP/s\n",
+      bandwidth / 1e12, matmul_rate / 1e12);
+  std::cout << absl::StrFormat(
+      "model %s, %.2f GB of weights (random, made on the device in %.1f s)\n",
+      preset, bytes.weights / 1e9, report["weights_init_seconds"].get<double>());
+  const auto& p = report["prefill"];
+  std::cout << absl::StrFormat(
+      "prefill %d tokens: %.3f s, %.0f tokens/s, %.0f TFLOP/s = %.1f%% of the "
+      "matmul rate\n",
+      prefill_tokens, p["seconds"].get<double>(), p["tokens_per_s"].get<double>(),
+      p["flops"].get<double>() / p["seconds"].get<double>() / 1e12,
+      100.0 * p["fraction_of_matmul_rate"].get<double>());
+  std::cout << "batch  context  ms/step  floor ms  floor/measured\n";
+  for (const auto& d : decode) {
+    std::cout << absl::StrFormat("%5d  %7d  %7.2f  %8.2f  %13.1f%%\n",
+                                 d["batch"].get<int64_t>(),
+                                 d["context"].get<int64_t>(),
+                                 d["ms_per_step"].get<double>(),
+                                 d["floor_ms"].get<double>(),
+                                 100.0 * d["floor_over_measured"].get<double>());
+  }
+  if (args.Has("json")) {
+    std::ofstream out(*args.Get("json"));
+    out << report.dump(2) << '\n';
+    if (!out) return absl::PermissionDeniedError("cannot write --json file");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace tributary
+
+int main(int argc, char** argv) {
+  return tributary::RunCliMain("tributary-gpu-bench",
+                               [&] { return tributary::Run(argc, argv); });
+}

@@ -1,0 +1,662 @@
+#include "engine/backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/base/status_macros.h"
+#include "engine/backend/cuda/cuda_api.h"
+#include "engine/backend/cuda/cuda_kernels.h"
+#include "engine/backend/cuda/cuda_status.h"
+#include "engine/backend/cuda/device_layout.h"
+
+namespace tributary {
+namespace {
+
+using cuda::ConstTyped;
+using cuda::CublasStatus;
+using cuda::CudaStatus;
+using cuda::Typed;
+
+Typed Out(const Tensor& t) { return Typed{t.data, t.type}; }
+ConstTyped In(const Tensor& t) { return ConstTyped{t.data, t.type}; }
+
+bool IsFloat(ElementType type) { return type != ElementType::kI32; }
+
+// Rows [row_begin, row_end) of the outermost dimension, as a tensor.
+Tensor RowRange(const Tensor& t, int64_t row_begin, int64_t row_end) {
+  Tensor v = t;
+  const size_t row_bytes = t.shape[0] == 0 ? 0 : t.size_bytes() / t.shape[0];
+  v.data = static_cast<char*>(t.data) + row_begin * row_bytes;
+  v.shape.dims[0] = row_end - row_begin;
+  return v;
+}
+
+cudaDataType_t CudaDataType(ElementType type) {
+  switch (type) {
+    case ElementType::kBF16:
+      return CUDA_R_16BF;
+    case ElementType::kF16:
+      return CUDA_R_16F;
+    case ElementType::kF32:
+      return CUDA_R_32F;
+    case ElementType::kI32:
+      return CUDA_R_32I;
+  }
+  return CUDA_R_32F;
+}
+
+}  // namespace
+
+// The flattened layout (device_layout.h): host staging and the device copy.
+struct CudaBackend::DeviceLayoutBuffer {
+  std::vector<int32_t> host;  // the bytes uploaded, as int32 words
+  void* device = nullptr;
+  size_t capacity_bytes = 0;
+  cuda::DeviceLayout view;
+};
+
+absl::Status CudaBackendOptions::Validate() const {
+  if (device < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device = ", device, " must be ≥ 0"));
+  }
+  if (activation_type != ElementType::kBF16 &&
+      activation_type != ElementType::kF32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("activation_type = ", ElementTypeName(activation_type),
+                     " must be bf16 or f32"));
+  }
+  return absl::OkStatus();
+}
+
+CudaBackend::CudaBackend(const CudaBackendOptions& options)
+    : options_(options), layout_(std::make_unique<DeviceLayoutBuffer>()) {}
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
+    const CudaBackendOptions& options) {
+  RETURN_IF_ERROR(options.Validate());
+  std::string why;
+  const int count = cuda::CudaDeviceCount(&why);
+  if (count == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no CUDA device: ", why));
+  }
+  if (options.device >= count) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "CUDA device ", options.device, " requested, ", count, " present"));
+  }
+  std::unique_ptr<CudaBackend> backend(new CudaBackend(options));
+  RETURN_IF_ERROR(backend->Init());
+  return backend;
+}
+
+int CudaBackend::DeviceCount(std::string* why) {
+  return cuda::CudaDeviceCount(why);
+}
+
+absl::Status CudaBackend::Init() {
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options_.device), "cudaSetDevice"));
+  cudaDeviceProp prop;
+  RETURN_IF_ERROR(CudaStatus(cudaGetDeviceProperties(&prop, options_.device),
+                             "cudaGetDeviceProperties"));
+  description_ = absl::StrCat(prop.name, ", ",
+                              static_cast<double>(prop.totalGlobalMem) /
+                                  static_cast<double>(size_t{1} << 30),
+                              " GiB, sm_", prop.major, prop.minor);
+  cudaStream_t stream = nullptr;
+  RETURN_IF_ERROR(CudaStatus(
+      cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+      "cudaStreamCreate"));
+  stream_ = stream;
+  cublasHandle_t handle = nullptr;
+  RETURN_IF_ERROR(CublasStatus(cublasCreate(&handle), "cublasCreate"));
+  cublas_ = handle;
+  RETURN_IF_ERROR(CublasStatus(cublasSetStream(handle, stream), "cublasSetStream"));
+  if (options_.cublas_workspace_bytes > 0) {
+    ASSIGN_OR_RETURN(cublas_workspace_,
+                     DeviceAlloc(options_.cublas_workspace_bytes, "cuBLAS workspace"));
+    RETURN_IF_ERROR(CublasStatus(
+        cublasSetWorkspace(handle, cublas_workspace_,
+                           options_.cublas_workspace_bytes),
+        "cublasSetWorkspace"));
+  }
+  return absl::OkStatus();
+}
+
+CudaBackend::~CudaBackend() {
+  // Errors cannot be reported from here; a sticky error makes these fail,
+  // and the process is about to restart anyway.
+  (void)cudaSetDevice(options_.device);
+  if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
+  if (cublas_ != nullptr) (void)cublasDestroy(cublas_);
+  for (const auto& [data, bytes] : allocation_bytes_) (void)cudaFree(data);
+  if (layout_->device != nullptr) (void)cudaFree(layout_->device);
+  if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+}
+
+bool CudaBackend::Record(const absl::Status& status) {
+  if (status.ok()) return true;
+  if (pending_.ok()) pending_ = status;
+  if (absl::IsUnavailable(status) && sticky_.ok()) sticky_ = status;
+  return false;
+}
+
+bool CudaBackend::Activate() {
+  if (!sticky_.ok()) return false;
+  return Record(CudaStatus(cudaSetDevice(options_.device), "cudaSetDevice"));
+}
+
+void CudaBackend::CheckLaunch(const char* what) {
+  Record(CudaStatus(cudaGetLastError(), what));
+}
+
+bool CudaBackend::Require(bool condition, const char* what) {
+  if (condition) return true;
+  Record(absl::InternalError(absl::StrCat("cuda backend: ", what)));
+  return false;
+}
+
+absl::StatusOr<void*> CudaBackend::DeviceAlloc(size_t bytes, const char* what) {
+  void* data = nullptr;
+  // At least one byte, so that every tensor has a distinct address.
+  const cudaError_t error = cudaMalloc(&data, std::max<size_t>(bytes, 1));
+  if (error != cudaSuccess) {
+    (void)cudaGetLastError();  // an allocation failure is not sticky
+    absl::Status s = CudaStatus(
+        error, absl::StrCat("cudaMalloc of ", bytes, " bytes for ", what,
+                            " (", allocated_bytes_, " bytes held)"));
+    Record(absl::IsUnavailable(s) ? s : absl::OkStatus());
+    return s;
+  }
+  allocation_bytes_[data] = bytes;
+  allocated_bytes_ += bytes;
+  return data;
+}
+
+void CudaBackend::DeviceFree(void* data) {
+  auto it = allocation_bytes_.find(data);
+  if (it == allocation_bytes_.end()) return;
+  allocated_bytes_ -= it->second;
+  allocation_bytes_.erase(it);
+  Record(CudaStatus(cudaFree(data), "cudaFree"));
+}
+
+absl::StatusOr<Tensor> CudaBackend::Allocate(ElementType type,
+                                             const Shape& shape) {
+  if (!sticky_.ok()) return sticky_;
+  for (int i = 0; i < shape.rank; ++i) {
+    if (shape[i] < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot allocate a tensor of shape ", shape.ToString()));
+    }
+  }
+  if (!Activate()) return pending_;
+  Tensor tensor;
+  tensor.type = type;
+  tensor.shape = shape;
+  absl::StatusOr<void*> data =
+      DeviceAlloc(tensor.size_bytes(), shape.ToString().c_str());
+  if (!data.ok()) return data.status();
+  tensor.data = *data;
+  return tensor;
+}
+
+void CudaBackend::Free(Tensor& tensor) {
+  if (tensor.data != nullptr && Activate()) DeviceFree(tensor.data);
+  tensor.data = nullptr;
+}
+
+absl::StatusOr<Tensor> CudaBackend::ImportWeight(const void* host,
+                                                 ElementType type,
+                                                 const Shape& shape) {
+  const ElementType stored = weight_type(type, shape.rank);
+  absl::StatusOr<Tensor> tensor = Allocate(stored, shape);
+  if (!tensor.ok()) return tensor.status();
+  if (stored == type) {
+    absl::Status s = CopyFromHost(host, *tensor);
+    if (!s.ok()) {
+      Free(*tensor);
+      return s;
+    }
+    return tensor;
+  }
+  // Upload in the stored type, then convert on the device.
+  absl::StatusOr<Tensor> staging = Allocate(type, shape);
+  if (!staging.ok()) {
+    Free(*tensor);
+    return staging.status();
+  }
+  absl::Status s = CopyFromHost(host, *staging);
+  if (s.ok()) {
+    cuda::LaunchConvert(In(*staging), Out(*tensor), shape.num_elements(),
+                        stream_);
+    s = CudaStatus(cudaGetLastError(), "convert weights to the activation type");
+    if (absl::IsUnavailable(s)) Record(s);
+  }
+  Free(*staging);  // cudaFree waits for the conversion
+  if (!s.ok()) {
+    Free(*tensor);
+    return s;
+  }
+  return tensor;
+}
+
+absl::Status CudaBackend::CopyFromHost(const void* src, const Tensor& dst) {
+  if (!sticky_.ok()) return sticky_;
+  if (dst.size_bytes() == 0) return absl::OkStatus();
+  if (!Activate()) return pending_;
+  // From pageable memory the copy returns once `src` has been staged, so the
+  // caller may reuse it at once (the DMA itself stays in stream order).
+  absl::Status s = CudaStatus(cudaMemcpyAsync(dst.data, src, dst.size_bytes(),
+                                              cudaMemcpyHostToDevice, stream_),
+                              "cudaMemcpyAsync to the device");
+  if (absl::IsUnavailable(s)) Record(s);
+  return s;
+}
+
+absl::Status CudaBackend::CopyToHost(const Tensor& src, void* dst) {
+  if (!sticky_.ok()) return sticky_;
+  if (src.size_bytes() > 0) {
+    if (!Activate()) return Synchronize();
+    Record(CudaStatus(cudaMemcpyAsync(dst, src.data, src.size_bytes(),
+                                      cudaMemcpyDeviceToHost, stream_),
+                      "cudaMemcpyAsync to the host"));
+  }
+  return Synchronize();
+}
+
+void CudaBackend::Zero(const Tensor& tensor) {
+  if (tensor.size_bytes() == 0 || !sticky_.ok()) return;
+  Record(CudaStatus(cudaMemsetAsync(tensor.data, 0, tensor.size_bytes(), stream_),
+                    "cudaMemsetAsync"));
+}
+
+void CudaBackend::ZeroRows(const Tensor& tensor, int64_t row_begin,
+                           int64_t row_end) {
+  if (!Require(row_begin >= 0 && row_begin <= row_end &&
+                   row_end <= tensor.shape[0],
+               "ZeroRows: rows outside the tensor")) {
+    return;
+  }
+  Zero(RowRange(tensor, row_begin, row_end));
+}
+
+void CudaBackend::FillRandom(const Tensor& tensor, uint64_t seed, float low,
+                             float high, ElementType value_type) {
+  if (!sticky_.ok() ||
+      !Require(IsFloat(tensor.type) && IsFloat(value_type),
+               "FillRandom: not a float tensor")) {
+    return;
+  }
+  cuda::LaunchFillRandom(Out(tensor), tensor.num_elements(), seed, low, high,
+                         value_type, stream_);
+  CheckLaunch("FillRandom");
+}
+
+absl::Status CudaBackend::Synchronize() {
+  if (stream_ != nullptr && sticky_.ok()) {
+    Record(CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"));
+  }
+  absl::Status result = pending_;
+  pending_ = absl::OkStatus();
+  if (!sticky_.ok()) return sticky_;
+  return result;
+}
+
+absl::Status CudaBackend::SetBatchLayout(const BatchLayout& layout) {
+  if (!sticky_.ok()) return sticky_;
+  if (!Activate()) return Synchronize();
+  const int64_t num_sequences = static_cast<int64_t>(layout.sequences.size());
+  const int64_t num_tokens = layout.num_tokens();
+  // The grids put sequences on a 16-bit dimension.
+  if (num_sequences > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        num_sequences, " sequences in one step; the CUDA backend takes 65535"));
+  }
+  int64_t num_block_entries = 0;
+  for (const SequenceSlice& s : layout.sequences) {
+    num_block_entries += static_cast<int64_t>(s.block_table.size());
+  }
+  constexpr int64_t kSequenceWords = sizeof(cuda::DeviceSequence) / sizeof(int32_t);
+  static_assert(sizeof(cuda::DeviceSequence) % sizeof(int32_t) == 0);
+  std::vector<int32_t>& words = layout_->host;
+  words.assign(static_cast<size_t>(num_sequences * kSequenceWords +
+                                   2 * num_tokens + num_block_entries),
+               0);
+  int32_t* sequences = words.data();
+  int32_t* token_sequence = sequences + num_sequences * kSequenceWords;
+  int32_t* token_position = token_sequence + num_tokens;
+  int32_t* block_tables = token_position + num_tokens;
+  int64_t block_offset = 0;
+  for (int64_t i = 0; i < num_sequences; ++i) {
+    const SequenceSlice& s = layout.sequences[i];
+    cuda::DeviceSequence d;
+    d.token_offset = static_cast<int32_t>(s.token_offset);
+    d.num_tokens = static_cast<int32_t>(s.num_tokens);
+    d.first_position = static_cast<int32_t>(s.first_position);
+    d.state_slot = s.state_slot;
+    d.block_table_offset = static_cast<int32_t>(block_offset);
+    d.num_blocks = static_cast<int32_t>(s.block_table.size());
+    std::memcpy(sequences + i * kSequenceWords, &d, sizeof d);
+    for (int64_t t = 0; t < s.num_tokens; ++t) {
+      token_sequence[s.token_offset + t] = static_cast<int32_t>(i);
+      token_position[s.token_offset + t] =
+          static_cast<int32_t>(s.first_position + t);
+    }
+    std::copy(s.block_table.begin(), s.block_table.end(),
+              block_tables + block_offset);
+    block_offset += static_cast<int64_t>(s.block_table.size());
+  }
+  const size_t bytes = words.size() * sizeof(int32_t);
+  if (bytes > layout_->capacity_bytes) {
+    // No op may read the old buffer's view after it is freed, whatever
+    // happens below: the view is set again only on success.
+    layout_->view = cuda::DeviceLayout{};
+    // cudaFree waits for the kernels that may still read the old buffer.
+    if (layout_->device != nullptr) {
+      Record(CudaStatus(cudaFree(layout_->device), "cudaFree"));
+      layout_->device = nullptr;
+      layout_->capacity_bytes = 0;
+    }
+    const size_t capacity = std::max<size_t>(bytes * 2, 4096);
+    void* data = nullptr;
+    absl::Status s = CudaStatus(cudaMalloc(&data, capacity),
+                                "cudaMalloc of the batch layout");
+    if (!s.ok()) {
+      (void)cudaGetLastError();
+      return s;
+    }
+    layout_->device = data;
+    layout_->capacity_bytes = capacity;
+  }
+  if (bytes > 0) {
+    // In stream order: kernels of the previous step that read the old layout
+    // have run before the copy lands.
+    absl::Status s = CudaStatus(
+        cudaMemcpyAsync(layout_->device, words.data(), bytes,
+                        cudaMemcpyHostToDevice, stream_),
+        "cudaMemcpyAsync of the batch layout");
+    if (absl::IsUnavailable(s)) Record(s);
+    if (!s.ok()) return s;
+  }
+  const int32_t* base = static_cast<const int32_t*>(layout_->device);
+  cuda::DeviceLayout& view = layout_->view;
+  view.sequences = reinterpret_cast<const cuda::DeviceSequence*>(base);
+  view.token_sequence = base + num_sequences * kSequenceWords;
+  view.token_position = view.token_sequence + num_tokens;
+  view.block_tables = view.token_position + num_tokens;
+  view.num_sequences = static_cast<int32_t>(num_sequences);
+  view.num_tokens = static_cast<int32_t>(num_tokens);
+  return absl::OkStatus();
+}
+
+void CudaBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& y) {
+  if (!sticky_.ok()) return;
+  const int64_t tokens = x.rows(), in = x.cols(), out = w.shape[0];
+  if (!Require(w.shape.rank == 2 && w.shape[1] == in && y.rows() == tokens &&
+                   y.cols() == out,
+               "MatMul: shapes do not agree") ||
+      !Require(x.type == w.type && w.type != ElementType::kI32,
+               "MatMul: x and w must have one float type") ||
+      !Require(y.type != ElementType::kI32, "MatMul: integer output")) {
+    return;
+  }
+  if (tokens == 0 || out == 0) return;
+  if (!Require(tokens <= INT32_MAX && in <= INT32_MAX && out <= INT32_MAX,
+               "MatMul: a dimension exceeds 2^31")) {
+    return;
+  }
+  // Row-major y [T, out] = x [T, in] · wᵀ is, in cuBLAS's column-major terms,
+  // yᵀ [out, T] = wᵀ… : w seen column-major is [in, out] (lda = in), so
+  // op(A) = Aᵀ gives [out, in]; x seen column-major is [in, T] (ldb = in).
+  const float alpha = 1.0f, beta = 0.0f;
+  Record(CublasStatus(
+      cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out),
+                   static_cast<int>(tokens), static_cast<int>(in), &alpha,
+                   w.data, CudaDataType(w.type), static_cast<int>(in), x.data,
+                   CudaDataType(x.type), static_cast<int>(in), &beta, y.data,
+                   CudaDataType(y.type), static_cast<int>(out),
+                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmEx"));
+}
+
+void CudaBackend::EmbeddingGather(const Tensor& ids, const Tensor& table,
+                                  const Tensor& out) {
+  if (!sticky_.ok() ||
+      !Require(ids.type == ElementType::kI32, "EmbeddingGather: ids not i32")) {
+    return;
+  }
+  cuda::LaunchEmbeddingGather(ids.as<int32_t>(), ids.num_elements(), In(table),
+                              table.cols(), Out(out), stream_);
+  CheckLaunch("EmbeddingGather");
+}
+
+void CudaBackend::RmsNorm(const Tensor& x, const Tensor& w, float eps,
+                          const Tensor& out) {
+  if (!sticky_.ok()) return;
+  const int64_t dim = w.num_elements();
+  if (!Require(dim > 0 && x.num_elements() % dim == 0, "RmsNorm: shapes")) return;
+  cuda::LaunchRmsNorm(In(x), x.num_elements() / dim, dim, In(w), eps, Out(out),
+                      stream_);
+  CheckLaunch("RmsNorm");
+}
+
+void CudaBackend::GatedRmsNorm(const Tensor& o, const Tensor& z,
+                               const Tensor& w, float eps, const Tensor& out) {
+  if (!sticky_.ok()) return;
+  const int64_t dim = w.num_elements();
+  if (!Require(dim > 0 && o.num_elements() % dim == 0 &&
+                   z.num_elements() == o.num_elements(),
+               "GatedRmsNorm: shapes")) {
+    return;
+  }
+  cuda::LaunchGatedRmsNorm(In(o), In(z), o.num_elements() / dim, dim, In(w),
+                           eps, Out(out), stream_);
+  CheckLaunch("GatedRmsNorm");
+}
+
+void CudaBackend::ResidualAdd(const Tensor& x, const Tensor& u,
+                              const Tensor& stats) {
+  if (!sticky_.ok()) return;
+  if (!Require(u.num_elements() == x.num_elements(), "ResidualAdd: shapes") ||
+      !Require(stats.data == nullptr ||
+                   (stats.type == ElementType::kF32 &&
+                    stats.num_elements() == x.rows() * kResidualStatsColumns),
+               "ResidualAdd: stats must be f32 [T, 6]")) {
+    return;
+  }
+  cuda::LaunchResidualAdd(Out(x), In(u), x.rows(), x.cols(),
+                          stats.data == nullptr ? nullptr : stats.as<float>(),
+                          stream_);
+  CheckLaunch("ResidualAdd");
+}
+
+void CudaBackend::SwiGlu(const Tensor& gate, const Tensor& up,
+                         const Tensor& out) {
+  if (!sticky_.ok()) return;
+  cuda::LaunchSwiGlu(In(gate), In(up), gate.num_elements(), Out(out), stream_);
+  CheckLaunch("SwiGlu");
+}
+
+void CudaBackend::SigmoidGate(const Tensor& o, const Tensor& gate) {
+  if (!sticky_.ok()) return;
+  cuda::LaunchSigmoidGate(Out(o), In(gate), o.num_elements(), stream_);
+  CheckLaunch("SigmoidGate");
+}
+
+void CudaBackend::L2NormRows(const Tensor& x, int64_t dim, float scale) {
+  if (!sticky_.ok() ||
+      !Require(dim > 0 && x.num_elements() % dim == 0, "L2NormRows: shapes")) {
+    return;
+  }
+  cuda::LaunchL2NormRows(Out(x), x.num_elements() / dim, dim, scale, stream_);
+  CheckLaunch("L2NormRows");
+}
+
+void CudaBackend::GdnGates(const Tensor& a, const Tensor& b,
+                           const Tensor& a_log, const Tensor& dt_bias,
+                           const Tensor& g, const Tensor& beta) {
+  if (!sticky_.ok()) return;
+  const int64_t heads = a_log.num_elements();
+  if (!Require(heads > 0 && a.num_elements() % heads == 0, "GdnGates: shapes")) {
+    return;
+  }
+  cuda::LaunchGdnGates(In(a), In(b), a.num_elements() / heads, heads,
+                       In(a_log), In(dt_bias), Out(g), Out(beta), stream_);
+  CheckLaunch("GdnGates");
+}
+
+void CudaBackend::CopyColumns(const Tensor& src, int64_t col_begin,
+                              const Tensor& dst) {
+  if (!sticky_.ok()) return;
+  if (!Require(src.rows() == dst.rows() && col_begin >= 0 &&
+                   col_begin + dst.cols() <= src.cols(),
+               "CopyColumns: columns outside the source")) {
+    return;
+  }
+  cuda::LaunchCopyColumns(In(src), src.rows(), src.cols(), col_begin, Out(dst),
+                          dst.cols(), stream_);
+  CheckLaunch("CopyColumns");
+}
+
+void CudaBackend::GatherRows(const Tensor& src, const Tensor& rows,
+                             const Tensor& dst) {
+  if (!sticky_.ok() ||
+      !Require(rows.type == ElementType::kI32 && src.cols() == dst.cols(),
+               "GatherRows: i32 rows and equal widths")) {
+    return;
+  }
+  cuda::LaunchGatherRows(In(src), rows.as<int32_t>(), rows.num_elements(),
+                         src.cols(), Out(dst), stream_);
+  CheckLaunch("GatherRows");
+}
+
+void CudaBackend::AddScaledVector(const Tensor& x, int64_t row_begin,
+                                  int64_t row_end, const Tensor& v,
+                                  float scale) {
+  if (!sticky_.ok() ||
+      !Require(v.type == ElementType::kF32 && v.num_elements() == x.cols() &&
+                   row_begin >= 0 && row_begin <= row_end &&
+                   row_end <= x.rows(),
+               "AddScaledVector: an f32 vector of the row width, rows inside")) {
+    return;
+  }
+  const int64_t dim = x.cols();
+  Typed rows{static_cast<char*>(x.data) +
+                 row_begin * dim * ElementTypeSizeBytes(x.type),
+             x.type};
+  cuda::LaunchAddScaledVector(rows, row_end - row_begin, dim, v.as<float>(),
+                              scale, stream_);
+  CheckLaunch("AddScaledVector");
+}
+
+void CudaBackend::ProjectOut(const Tensor& x, int64_t row_begin,
+                             int64_t row_end, const Tensor& u) {
+  if (!sticky_.ok() ||
+      !Require(u.type == ElementType::kF32 && u.num_elements() == x.cols() &&
+                   row_begin >= 0 && row_begin <= row_end &&
+                   row_end <= x.rows(),
+               "ProjectOut: an f32 direction of the row width, rows inside")) {
+    return;
+  }
+  const int64_t dim = x.cols();
+  Typed rows{static_cast<char*>(x.data) +
+                 row_begin * dim * ElementTypeSizeBytes(x.type),
+             x.type};
+  cuda::LaunchProjectOut(rows, row_end - row_begin, dim, u.as<float>(),
+                         stream_);
+  CheckLaunch("ProjectOut");
+}
+
+void CudaBackend::Rope(const Tensor& x, int64_t rotary_dim, float theta) {
+  if (!sticky_.ok() ||
+      !Require(x.shape.rank == 3 && x.shape[0] == layout_->view.num_tokens &&
+                   rotary_dim % 2 == 0 && rotary_dim <= x.shape[2],
+               "Rope: x [T, heads, head_dim] of the layout's T")) {
+    return;
+  }
+  cuda::LaunchRope(Out(x), x.shape[0], x.shape[1], x.shape[2], rotary_dim,
+                   theta, layout_->view, stream_);
+  CheckLaunch("Rope");
+}
+
+void CudaBackend::CausalConv1dSilu(const Tensor& x, const Tensor& w,
+                                   const Tensor& window_pool,
+                                   const Tensor& out) {
+  if (!sticky_.ok()) return;
+  const int64_t channels = x.cols(), kernel = w.cols();
+  if (!Require(x.rows() == layout_->view.num_tokens && w.rows() == channels &&
+                   kernel >= 1 && kernel <= cuda::kMaxConvKernel &&
+                   window_pool.shape.rank == 3 &&
+                   window_pool.shape[1] == kernel - 1 &&
+                   window_pool.shape[2] == channels,
+               "CausalConv1dSilu: shapes (kernel ≤ 16)")) {
+    return;
+  }
+  cuda::LaunchCausalConv1dSilu(In(x), channels, kernel, In(w),
+                               Out(window_pool), Out(out), layout_->view,
+                               stream_);
+  CheckLaunch("CausalConv1dSilu");
+}
+
+void CudaBackend::GatedDeltaRule(const Tensor& q, const Tensor& k,
+                                 const Tensor& v, const Tensor& g,
+                                 const Tensor& beta, const Tensor& state_pool,
+                                 const Tensor& out) {
+  if (!sticky_.ok()) return;
+  const int64_t hk = q.shape[1], dk = q.shape[2];
+  const int64_t hv = v.shape[1], dv = v.shape[2];
+  if (!Require(q.shape.rank == 3 && k.shape == q.shape && v.shape.rank == 3 &&
+                   q.shape[0] == layout_->view.num_tokens && hk > 0 &&
+                   hv % hk == 0 && dk <= cuda::kMaxDeltaKeyDim &&
+                   state_pool.type == ElementType::kF32 &&
+                   state_pool.shape.rank == 4 && state_pool.shape[1] == hv &&
+                   state_pool.shape[2] == dk && state_pool.shape[3] == dv,
+               "GatedDeltaRule: shapes (key_dim ≤ 256, f32 state)")) {
+    return;
+  }
+  cuda::LaunchGatedDeltaRule(In(q), In(k), In(v), In(g), In(beta), hk, hv, dk,
+                             dv, state_pool.as<float>(), Out(out),
+                             layout_->view, stream_);
+  CheckLaunch("GatedDeltaRule");
+}
+
+void CudaBackend::WriteKv(const Tensor& k, const Tensor& v,
+                          const Tensor& k_pool, const Tensor& v_pool) {
+  if (!sticky_.ok()) return;
+  if (!Require(k.shape.rank == 3 && v.shape == k.shape &&
+                   k.shape[0] == layout_->view.num_tokens &&
+                   k_pool.shape.rank == 4 && k_pool.shape == v_pool.shape &&
+                   k_pool.shape[2] == k.shape[1] &&
+                   k_pool.shape[3] == k.shape[2],
+               "WriteKv: shapes")) {
+    return;
+  }
+  cuda::LaunchWriteKv(In(k), In(v), k.shape[0], k.shape[1], k.shape[2],
+                      Out(k_pool), Out(v_pool), k_pool.shape[1], layout_->view,
+                      stream_);
+  CheckLaunch("WriteKv");
+}
+
+void CudaBackend::PagedAttention(const Tensor& q, const Tensor& k_pool,
+                                 const Tensor& v_pool, float scale,
+                                 const Tensor& out) {
+  if (!sticky_.ok()) return;
+  const int64_t heads = q.shape[1], head_dim = q.shape[2];
+  const int64_t kv_heads = k_pool.shape[2];
+  if (!Require(q.shape.rank == 3 && q.shape[0] == layout_->view.num_tokens &&
+                   k_pool.shape.rank == 4 && k_pool.shape[3] == head_dim &&
+                   kv_heads > 0 && heads % kv_heads == 0 && head_dim <= 512 &&
+                   out.num_elements() == q.num_elements(),
+               "PagedAttention: shapes (head_dim ≤ 512)")) {
+    return;
+  }
+  cuda::LaunchPagedAttention(In(q), q.shape[0], heads, kv_heads, head_dim,
+                             In(k_pool), In(v_pool), k_pool.shape[1], scale,
+                             Out(out), layout_->view, stream_);
+  CheckLaunch("PagedAttention");
+}
+
+}  // namespace tributary

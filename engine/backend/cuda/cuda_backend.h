@@ -1,0 +1,158 @@
+// The CUDA backend (design.md §7): bf16 activations and matrix weights, f32
+// accumulation, f32 GDN state and residual statistics. GEMMs go through
+// cuBLAS (cublasGemmEx, f32 compute); every other op is a straightforward
+// kernel (cuda_kernels.h) checked against the CPU backend by the `gpu` tests.
+//
+// Ops are queued on one CUDA stream in issue order and return at once. A
+// failed launch or argument check is remembered and returned by the next
+// Synchronize() or CopyToHost() (backend.h). A sticky device error makes
+// every later call fail with UNAVAILABLE (cuda_status.h): the engine treats
+// that as fatal.
+//
+// Weights: ImportWeight copies host memory to the device; matrices (rank ≥ 2)
+// are converted to the activation type (bf16) there, vectors (norm weights, A_log, dt_bias) keep
+// their stored type (A_log stays f32, as vLLM keeps it: model-spec §6.3).
+//
+// Thread safety: one thread at a time (backend.h). The backend makes its
+// device current on the calling thread in every memory call and in
+// SetBatchLayout, so it may be created on one thread and used on another.
+#ifndef TRIBUTARY_ENGINE_BACKEND_CUDA_CUDA_BACKEND_H_
+#define TRIBUTARY_ENGINE_BACKEND_CUDA_CUDA_BACKEND_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/backend/backend.h"
+
+// The runtime's opaque handle types, declared so that this header needs no
+// CUDA include (it is included by code g++ compiles without the toolkit's
+// paths).
+struct CUstream_st;
+struct cublasContext;
+
+namespace tributary {
+
+struct CudaBackendOptions {
+  int device = 0;  // CUDA device ordinal
+  // cuBLAS workspace (cublasSetWorkspace); 32 MiB is what NVIDIA advises for
+  // Hopper.
+  size_t cublas_workspace_bytes = size_t{32} << 20;
+  // The activation (and matrix weight) type: bf16, the design's, or f32 to
+  // tell rounding from bugs (the decoder then matches transformers' f32
+  // reference as closely as the CPU does).
+  ElementType activation_type = ElementType::kBF16;
+
+  absl::Status Validate() const;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  // FAILED_PRECONDITION when there is no such device or no driver (the
+  // message says which), else the first CUDA or cuBLAS error.
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(
+      const CudaBackendOptions& options);
+  ~CudaBackend() override;
+  // The number of CUDA devices; 0 with `why` set when there is none or no
+  // driver (a machine without a GPU).
+  static int DeviceCount(std::string* why);
+
+  const char* name() const override { return "cuda"; }
+  ElementType activation_type() const override {
+    return options_.activation_type;
+  }
+  ElementType weight_type(ElementType stored, int rank) const override {
+    return rank >= 2 && stored != ElementType::kI32 ? options_.activation_type
+                                                    : stored;
+  }
+  // "NVIDIA H200, 139.8 GiB, sm_90" and the like.
+  const std::string& device_description() const { return description_; }
+  // Bytes of device memory this backend holds now.
+  size_t allocated_bytes() const { return allocated_bytes_; }
+
+  absl::StatusOr<Tensor> Allocate(ElementType type,
+                                  const Shape& shape) override;
+  void Free(Tensor& tensor) override;
+  absl::StatusOr<Tensor> ImportWeight(const void* host, ElementType type,
+                                      const Shape& shape) override;
+  absl::Status CopyFromHost(const void* src, const Tensor& dst) override;
+  absl::Status CopyToHost(const Tensor& src, void* dst) override;
+  void Zero(const Tensor& tensor) override;
+  void ZeroRows(const Tensor& tensor, int64_t row_begin,
+                int64_t row_end) override;
+  void FillRandom(const Tensor& tensor, uint64_t seed, float low, float high,
+                  ElementType value_type) override;
+  absl::Status Synchronize() override;
+  absl::Status SetBatchLayout(const BatchLayout& layout) override;
+
+  void MatMul(const Tensor& x, const Tensor& w, const Tensor& y) override;
+  void EmbeddingGather(const Tensor& ids, const Tensor& table,
+                       const Tensor& out) override;
+  void RmsNorm(const Tensor& x, const Tensor& w, float eps,
+               const Tensor& out) override;
+  void GatedRmsNorm(const Tensor& o, const Tensor& z, const Tensor& w,
+                    float eps, const Tensor& out) override;
+  void ResidualAdd(const Tensor& x, const Tensor& u,
+                   const Tensor& stats) override;
+  void SwiGlu(const Tensor& gate, const Tensor& up, const Tensor& out) override;
+  void SigmoidGate(const Tensor& o, const Tensor& gate) override;
+  void L2NormRows(const Tensor& x, int64_t dim, float scale) override;
+  void GdnGates(const Tensor& a, const Tensor& b, const Tensor& a_log,
+                const Tensor& dt_bias, const Tensor& g,
+                const Tensor& beta) override;
+  void CopyColumns(const Tensor& src, int64_t col_begin,
+                   const Tensor& dst) override;
+  void GatherRows(const Tensor& src, const Tensor& rows,
+                  const Tensor& dst) override;
+  void AddScaledVector(const Tensor& x, int64_t row_begin, int64_t row_end,
+                       const Tensor& v, float scale) override;
+  void ProjectOut(const Tensor& x, int64_t row_begin, int64_t row_end,
+                  const Tensor& u) override;
+  void Rope(const Tensor& x, int64_t rotary_dim, float theta) override;
+  void CausalConv1dSilu(const Tensor& x, const Tensor& w,
+                        const Tensor& window_pool, const Tensor& out) override;
+  void GatedDeltaRule(const Tensor& q, const Tensor& k, const Tensor& v,
+                      const Tensor& g, const Tensor& beta,
+                      const Tensor& state_pool, const Tensor& out) override;
+  void WriteKv(const Tensor& k, const Tensor& v, const Tensor& k_pool,
+               const Tensor& v_pool) override;
+  void PagedAttention(const Tensor& q, const Tensor& k_pool,
+                      const Tensor& v_pool, float scale,
+                      const Tensor& out) override;
+
+ private:
+  struct DeviceLayoutBuffer;
+
+  explicit CudaBackend(const CudaBackendOptions& options);
+  absl::Status Init();
+  // Makes the device current on this thread; false (and the error
+  // remembered) when that fails.
+  bool Activate();
+  // Remembers the first error since the last Synchronize (and a sticky one
+  // for good). Returns `status.ok()`.
+  bool Record(const absl::Status& status);
+  // After a launch: the launch error, if any.
+  void CheckLaunch(const char* what);
+  // An argument the decoder should never pass: remembered as INTERNAL.
+  bool Require(bool condition, const char* what);
+  absl::StatusOr<void*> DeviceAlloc(size_t bytes, const char* what);
+  void DeviceFree(void* data);
+
+  CudaBackendOptions options_;
+  std::string description_;
+  CUstream_st* stream_ = nullptr;
+  cublasContext* cublas_ = nullptr;
+  void* cublas_workspace_ = nullptr;
+  std::unique_ptr<DeviceLayoutBuffer> layout_;
+  absl::Status pending_;  // first error since the last Synchronize
+  absl::Status sticky_;   // a sticky device error: every call fails with it
+  std::unordered_map<void*, size_t> allocation_bytes_;  // ours to free
+  size_t allocated_bytes_ = 0;
+};
+
+}  // namespace tributary
+
+#endif  // TRIBUTARY_ENGINE_BACKEND_CUDA_CUDA_BACKEND_H_

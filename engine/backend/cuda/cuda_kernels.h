@@ -1,0 +1,141 @@
+// Host-side launchers of the CUDA kernels (elementwise_kernels.cu,
+// attention_kernels.cu, delta_rule_kernels.cu). Each queues one kernel on
+// `stream` and returns; launch errors are read by the caller with
+// cudaGetLastError. Pointers are device memory; each tensor comes with its
+// ElementType, and every kernel computes in f32 (design.md §7). The maths of
+// each is the reference op of the same name (cpu/reference_ops.h).
+#ifndef TRIBUTARY_ENGINE_BACKEND_CUDA_CUDA_KERNELS_H_
+#define TRIBUTARY_ENGINE_BACKEND_CUDA_CUDA_KERNELS_H_
+
+#include "engine/backend/cuda/cuda_api.h"
+
+#include <cstdint>
+
+#include "engine/backend/cuda/device_layout.h"
+#include "engine/backend/element_type.h"
+
+namespace tributary {
+namespace cuda {
+
+// A device pointer with its element type.
+struct Typed {
+  void* data;
+  ElementType type;
+};
+struct ConstTyped {
+  const void* data;
+  ElementType type;
+};
+
+// --- elementwise_kernels.cu --------------------------------------------------
+
+// n elements of `src` converted into `dst` (weights to bf16 at import).
+void LaunchConvert(ConstTyped src, Typed dst, int64_t n, cudaStream_t stream);
+
+// n deterministic uniform values in [low, high) from (seed, index)
+// (random_fill.h), rounded to value_type, then stored in dst's type.
+void LaunchFillRandom(Typed dst, int64_t n, uint64_t seed, float low,
+                      float high, ElementType value_type, cudaStream_t stream);
+
+// out [T, hidden] = table rows ids [T].
+void LaunchEmbeddingGather(const int32_t* ids, int64_t num_tokens,
+                           ConstTyped table, int64_t hidden, Typed out,
+                           cudaStream_t stream);
+
+// Zero-centred RMSNorm of num_rows rows of dim: x · rsqrt(mean x² + eps) ·
+// (1 + w). x and out may alias.
+void LaunchRmsNorm(ConstTyped x, int64_t num_rows, int64_t dim, ConstTyped w,
+                   float eps, Typed out, cudaStream_t stream);
+
+// rmsnorm(o) · w · silu(z) per row of dim.
+void LaunchGatedRmsNorm(ConstTyped o, ConstTyped z, int64_t num_rows,
+                        int64_t dim, ConstTyped w, float eps, Typed out,
+                        cudaStream_t stream);
+
+// x ← x + u over [num_tokens, hidden]; stats (nullable) [T, 6] f32 as
+// backend.h's ResidualStatsColumn, computed on the stored (rounded) sum.
+void LaunchResidualAdd(Typed x, ConstTyped u, int64_t num_tokens,
+                       int64_t hidden, float* stats, cudaStream_t stream);
+
+// out = silu(gate) ⊙ up over n elements (out may alias gate).
+void LaunchSwiGlu(ConstTyped gate, ConstTyped up, int64_t n, Typed out,
+                  cudaStream_t stream);
+
+// o ← o ⊙ sigmoid(gate) over n elements.
+void LaunchSigmoidGate(Typed o, ConstTyped gate, int64_t n,
+                       cudaStream_t stream);
+
+// Each row of dim: x ← x · scale / sqrt(Σx² + 1e-6).
+void LaunchL2NormRows(Typed x, int64_t num_rows, int64_t dim, float scale,
+                      cudaStream_t stream);
+
+// g = −exp(a_log) · softplus(a + dt_bias), beta = sigmoid(b) over
+// [num_tokens, num_heads].
+void LaunchGdnGates(ConstTyped a, ConstTyped b, int64_t num_tokens,
+                    int64_t num_heads, ConstTyped a_log, ConstTyped dt_bias,
+                    Typed g, Typed beta, cudaStream_t stream);
+
+// dst [rows, dst_cols] = src [rows, src_cols] columns [col_begin, +dst_cols).
+void LaunchCopyColumns(ConstTyped src, int64_t rows, int64_t src_cols,
+                       int64_t col_begin, Typed dst, int64_t dst_cols,
+                       cudaStream_t stream);
+
+// dst [num_rows, dim] = src rows `rows` [num_rows].
+void LaunchGatherRows(ConstTyped src, const int32_t* rows, int64_t num_rows,
+                      int64_t dim, Typed dst, cudaStream_t stream);
+
+// x rows [0, num_rows) of dim += scale · v (v f32 [dim]); x points at the
+// first row.
+void LaunchAddScaledVector(Typed x, int64_t num_rows, int64_t dim,
+                           const float* v, float scale, cudaStream_t stream);
+
+// x rows ← x − (x · u) u, u f32 [dim] of unit norm.
+void LaunchProjectOut(Typed x, int64_t num_rows, int64_t dim, const float* u,
+                      cudaStream_t stream);
+
+// --- attention_kernels.cu ----------------------------------------------------
+
+// Partial NeoX RoPE in place on x [T, heads, head_dim], dims [0, rotary_dim),
+// at layout.token_position.
+void LaunchRope(Typed x, int64_t num_tokens, int64_t num_heads,
+                int64_t head_dim, int64_t rotary_dim, float theta,
+                const DeviceLayout& layout, cudaStream_t stream);
+
+// k, v [T, kv_heads, head_dim] into the pools [blocks, block_size, kv_heads,
+// head_dim] at each token's position.
+void LaunchWriteKv(ConstTyped k, ConstTyped v, int64_t num_tokens,
+                   int64_t kv_heads, int64_t head_dim, Typed k_pool,
+                   Typed v_pool, int64_t block_size,
+                   const DeviceLayout& layout, cudaStream_t stream);
+
+// Causal attention of q [T, heads, head_dim] over each token's sequence's
+// cached keys 0 … position; out [T, heads, head_dim]. head_dim ≤ 512.
+void LaunchPagedAttention(ConstTyped q, int64_t num_tokens, int64_t num_heads,
+                          int64_t kv_heads, int64_t head_dim, ConstTyped k_pool,
+                          ConstTyped v_pool, int64_t block_size, float scale,
+                          Typed out, const DeviceLayout& layout,
+                          cudaStream_t stream);
+
+// --- delta_rule_kernels.cu ---------------------------------------------------
+
+// The causal depthwise conv + SiLU per sequence over x [T, channels], from
+// and into each sequence's window in window_pool [slots, kernel − 1,
+// channels]; w [channels, kernel]. kernel ≤ kMaxConvKernel.
+constexpr int64_t kMaxConvKernel = 16;
+void LaunchCausalConv1dSilu(ConstTyped x, int64_t channels, int64_t kernel,
+                            ConstTyped w, Typed window_pool, Typed out,
+                            const DeviceLayout& layout, cudaStream_t stream);
+
+// The gated delta rule per sequence (recurrent form, every token in order),
+// state_pool [slots, Hv, dk, dv] f32. dk ≤ kMaxDeltaKeyDim.
+constexpr int64_t kMaxDeltaKeyDim = 256;
+void LaunchGatedDeltaRule(ConstTyped q, ConstTyped k, ConstTyped v,
+                          ConstTyped g, ConstTyped beta, int64_t key_heads,
+                          int64_t value_heads, int64_t key_dim,
+                          int64_t value_dim, float* state_pool, Typed out,
+                          const DeviceLayout& layout, cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace tributary
+
+#endif  // TRIBUTARY_ENGINE_BACKEND_CUDA_CUDA_KERNELS_H_

@@ -1,0 +1,132 @@
+// Device-side helpers shared by the CUDA kernels: element loads and stores in
+// any ElementType (computing in f32 always), warp and block reductions, and
+// the launch geometry. Included by the .cu files only.
+#ifndef TRIBUTARY_ENGINE_BACKEND_CUDA_DEVICE_COMMON_CUH_
+#define TRIBUTARY_ENGINE_BACKEND_CUDA_DEVICE_COMMON_CUH_
+
+#if defined(TRIBUTARY_CUDA_EMULATION)
+#include "engine/backend/cuda/emulation/cuda_emulation.h"
+#else
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#endif
+
+#include <cstdint>
+
+#include "engine/backend/element_type.h"
+
+namespace tributary {
+namespace cuda {
+
+// Launches `kernel` on `stream`: TRIBUTARY_LAUNCH(k, grid, block, s)(args…)
+// is k<<<grid, block, 0, s>>>(args…), or its CPU emulation.
+#if defined(TRIBUTARY_CUDA_EMULATION)
+#define TRIBUTARY_LAUNCH(kernel, grid, block, stream) \
+  ::tributary::cuda_emulation::Launch(kernel, grid, block, stream)
+#else
+#define TRIBUTARY_LAUNCH(kernel, grid, block, stream) \
+  kernel<<<grid, block, 0, stream>>>
+#endif
+
+constexpr int kWarpSize = 32;
+// Threads of a block that reduces one row (norms, the residual add).
+constexpr int kRowThreads = 256;
+// Threads of a block of independent element-wise work.
+constexpr int kElementThreads = 256;
+
+// Element i of `data` (of `type`), widened to f32. The switch is uniform
+// across a warp (one type per tensor), so it costs a branch, not divergence.
+__device__ __forceinline__ float LoadF32(const void* data, ElementType type,
+                                         int64_t i) {
+  switch (type) {
+    case ElementType::kF32:
+      return static_cast<const float*>(data)[i];
+    case ElementType::kBF16:
+      return __bfloat162float(static_cast<const __nv_bfloat16*>(data)[i]);
+    case ElementType::kF16:
+      return __half2float(static_cast<const __half*>(data)[i]);
+    case ElementType::kI32:
+      return static_cast<float>(static_cast<const int32_t*>(data)[i]);
+  }
+  return 0.0f;
+}
+
+// Stores `value` as element i of `data`, rounded to nearest even.
+__device__ __forceinline__ void StoreF32(void* data, ElementType type,
+                                         int64_t i, float value) {
+  switch (type) {
+    case ElementType::kF32:
+      static_cast<float*>(data)[i] = value;
+      return;
+    case ElementType::kBF16:
+      static_cast<__nv_bfloat16*>(data)[i] = __float2bfloat16_rn(value);
+      return;
+    case ElementType::kF16:
+      static_cast<__half*>(data)[i] = __float2half_rn(value);
+      return;
+    case ElementType::kI32:
+      static_cast<int32_t*>(data)[i] = static_cast<int32_t>(value);
+      return;
+  }
+}
+
+// What a store of `value` in `type` would read back as (the rounding the
+// stored activation carries).
+__device__ __forceinline__ float RoundTo(ElementType type, float value) {
+  switch (type) {
+    case ElementType::kBF16:
+      return __bfloat162float(__float2bfloat16_rn(value));
+    case ElementType::kF16:
+      return __half2float(__float2half_rn(value));
+    default:
+      return value;
+  }
+}
+
+__device__ __forceinline__ float SiluF32(float x) {
+  return x / (1.0f + expf(-x));
+}
+__device__ __forceinline__ float SigmoidF32(float x) {
+  return 1.0f / (1.0f + expf(-x));
+}
+
+// The sum over the 32 lanes, in every lane (a butterfly: the same order in
+// every lane, so every lane holds the same bits).
+__device__ __forceinline__ float WarpSum(float v) {
+#pragma unroll
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  }
+  return v;
+}
+
+// The sum over the block, in every thread. `scratch` holds at least
+// blockDim.x / 32 floats; blockDim.x must be a multiple of 32. Calls with the
+// same scratch must be separated by a __syncthreads() (BlockSum ends with
+// one, so back-to-back calls are safe).
+__device__ __forceinline__ float BlockSum(float v, float* scratch) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  const int num_warps = blockDim.x / kWarpSize;
+  v = WarpSum(v);
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float total = 0.0f;
+  for (int w = 0; w < num_warps; ++w) total += scratch[w];
+  __syncthreads();
+  return total;
+}
+
+// Blocks for n independent elements at kElementThreads each, capped (the
+// kernels loop with a grid stride past the cap).
+inline unsigned ElementBlocks(int64_t n) {
+  const int64_t blocks = (n + kElementThreads - 1) / kElementThreads;
+  const int64_t cap = int64_t{1} << 20;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > cap ? cap : blocks));
+}
+
+}  // namespace cuda
+}  // namespace tributary
+
+#endif  // TRIBUTARY_ENGINE_BACKEND_CUDA_DEVICE_COMMON_CUH_

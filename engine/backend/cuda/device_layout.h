@@ -1,0 +1,37 @@
+// The batch layout (batch_layout.h) flattened into plain arrays that the
+// CUDA kernels read: one table of sequences, one entry per token, and the
+// block tables of all sequences back to back. Built on the host by
+// CudaBackend::SetBatchLayout and copied to the device once per step.
+#ifndef TRIBUTARY_ENGINE_BACKEND_CUDA_DEVICE_LAYOUT_H_
+#define TRIBUTARY_ENGINE_BACKEND_CUDA_DEVICE_LAYOUT_H_
+
+#include <cstdint>
+
+namespace tributary {
+namespace cuda {
+
+// One sequence of the step. Every count fits in 32 bits: the decoder checks
+// positions below 2^31, and a step's tokens are bounded by the scheduler.
+struct DeviceSequence {
+  int32_t token_offset;        // first row of the step
+  int32_t num_tokens;          // new tokens in this step
+  int32_t first_position;      // tokens cached before this step
+  int32_t state_slot;          // GDN state slot
+  int32_t block_table_offset;  // index of its first entry in block_tables
+  int32_t num_blocks;          // entries of its block table
+};
+
+// Device pointers (into one buffer the backend owns) and counts.
+struct DeviceLayout {
+  const DeviceSequence* sequences = nullptr;  // [num_sequences]
+  const int32_t* token_sequence = nullptr;    // [num_tokens]: its sequence
+  const int32_t* token_position = nullptr;    // [num_tokens]: its position
+  const int32_t* block_tables = nullptr;      // all block tables, concatenated
+  int32_t num_sequences = 0;
+  int32_t num_tokens = 0;
+};
+
+}  // namespace cuda
+}  // namespace tributary
+
+#endif  // TRIBUTARY_ENGINE_BACKEND_CUDA_DEVICE_LAYOUT_H_

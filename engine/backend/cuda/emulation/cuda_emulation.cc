@@ -1,0 +1,468 @@
+#include "engine/backend/cuda/emulation/cuda_emulation.h"
+
+#include <ucontext.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+// Switching fibers is the emulation's inner loop (every barrier and every
+// shuffle switches each thread twice), so on x86-64 it is a dozen
+// instructions that save the callee-saved registers and swap stack
+// pointers, instead of swapcontext, which also makes a signal-mask system
+// call each time. Elsewhere, ucontext.
+#if defined(__x86_64__)
+#define TRIBUTARY_EMULATION_FAST_SWITCH 1
+extern "C" void tributary_emulation_switch(void** save_sp, void* load_sp);
+asm(R"(
+  .text
+  .globl tributary_emulation_switch
+  .type tributary_emulation_switch, @function
+tributary_emulation_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size tributary_emulation_switch, .-tributary_emulation_switch
+  .section .note.GNU-stack,"",@progbits
+  .text
+)");
+#else
+#define TRIBUTARY_EMULATION_FAST_SWITCH 0
+#endif
+
+namespace tributary {
+namespace cuda_emulation {
+
+thread_local uint3 thread_idx;
+thread_local uint3 block_idx;
+thread_local dim3 block_dim;
+thread_local dim3 grid_dim;
+
+namespace {
+
+constexpr int kWarp = 32;
+constexpr size_t kFiberStackBytes = size_t{128} << 10;
+
+[[noreturn]] void Fail(const char* what) {
+  std::fprintf(stderr, "CUDA emulation: %s (block %u,%u,%u thread %u,%u,%u)\n",
+               what, block_idx.x, block_idx.y, block_idx.z, thread_idx.x,
+               thread_idx.y, thread_idx.z);
+  std::abort();
+}
+
+// Threads that wait at one barrier: all of a block's, or a warp's.
+struct Group {
+  int live = 0;     // members that have not exited
+  int arrived = 0;  // members waiting at the current barrier
+  uint64_t generation = 0;
+
+  void ReleaseIfComplete() {
+    if (arrived > 0 && arrived == live) {
+      arrived = 0;
+      ++generation;
+    }
+  }
+};
+
+struct Fiber {
+#if TRIBUTARY_EMULATION_FAST_SWITCH
+  void* sp = nullptr;  // its saved stack pointer while switched out
+#else
+  ucontext_t context;
+#endif
+  uint3 thread;
+  int warp = 0;
+  int lane = 0;
+  bool done = false;
+  Group* waiting_on = nullptr;  // the barrier it waits at, if any
+  uint64_t waiting_generation = 0;
+};
+
+// One block being run: its fibers, the scheduler's context, the barriers.
+struct BlockRun {
+  const std::function<void()>* body = nullptr;
+  std::vector<Fiber> fibers;
+#if TRIBUTARY_EMULATION_FAST_SWITCH
+  void* scheduler_sp = nullptr;
+#else
+  ucontext_t scheduler;
+#endif
+  int current = 0;
+  Group block;
+  std::vector<Group> warps;
+  std::vector<uint64_t> slots;  // one shuffle slot per thread
+  std::vector<bool> slot_live;  // false once the thread has exited
+};
+
+thread_local BlockRun* running = nullptr;
+
+// From the running fiber back to the scheduler, and from the scheduler into
+// fiber i.
+void ToScheduler(BlockRun& b) {
+  Fiber& f = b.fibers[b.current];
+#if TRIBUTARY_EMULATION_FAST_SWITCH
+  tributary_emulation_switch(&f.sp, b.scheduler_sp);
+#else
+  swapcontext(&f.context, &b.scheduler);
+#endif
+}
+
+void ToFiber(BlockRun& b, int i) {
+#if TRIBUTARY_EMULATION_FAST_SWITCH
+  tributary_emulation_switch(&b.scheduler_sp, b.fibers[i].sp);
+#else
+  swapcontext(&b.scheduler, &b.fibers[i].context);
+#endif
+}
+
+void Wait(Group& group) {
+  BlockRun& b = *running;
+  Fiber& f = b.fibers[b.current];
+  const uint64_t generation = group.generation;
+  ++group.arrived;
+  group.ReleaseIfComplete();
+  while (group.generation == generation) {
+    f.waiting_on = &group;
+    f.waiting_generation = generation;
+    ToScheduler(b);
+  }
+  f.waiting_on = nullptr;
+}
+
+void FiberMain() {
+  BlockRun& b = *running;
+  (*b.body)();
+  Fiber& f = b.fibers[b.current];
+  f.done = true;
+  b.slot_live[b.current] = false;
+  --b.block.live;
+  b.block.ReleaseIfComplete();
+  Group& warp = b.warps[f.warp];
+  --warp.live;
+  warp.ReleaseIfComplete();
+#if TRIBUTARY_EMULATION_FAST_SWITCH
+  ToScheduler(b);  // never resumed
+  Fail("a finished fiber was resumed");
+#endif
+  // With ucontext, returning resumes uc_link: the scheduler.
+}
+
+void RunBlock(BlockRun& b, int num_threads) {
+  static thread_local std::vector<std::unique_ptr<char[]>> stacks;
+  while (static_cast<int>(stacks.size()) < num_threads) {
+    stacks.push_back(std::make_unique<char[]>(kFiberStackBytes));
+  }
+  const int num_warps = (num_threads + kWarp - 1) / kWarp;
+  b.fibers.assign(static_cast<size_t>(num_threads), Fiber{});
+  b.block = Group{num_threads, 0, 0};
+  b.warps.assign(static_cast<size_t>(num_warps), Group{});
+  b.slots.assign(static_cast<size_t>(num_threads), 0);
+  b.slot_live.assign(static_cast<size_t>(num_threads), true);
+  for (int i = 0; i < num_threads; ++i) {
+    Fiber& f = b.fibers[i];
+    f.thread.x = static_cast<unsigned>(i) % block_dim.x;
+    f.thread.y = (static_cast<unsigned>(i) / block_dim.x) % block_dim.y;
+    f.thread.z = static_cast<unsigned>(i) / (block_dim.x * block_dim.y);
+    f.warp = i / kWarp;
+    f.lane = i % kWarp;
+    ++b.warps[f.warp].live;
+#if TRIBUTARY_EMULATION_FAST_SWITCH
+    // A stack that the switch's six pops and its `ret` enter FiberMain
+    // from, 16-byte aligned as at a call (rsp ≡ 8 mod 16 at entry).
+    uintptr_t top = reinterpret_cast<uintptr_t>(stacks[i].get()) + kFiberStackBytes;
+    top &= ~uintptr_t{15};
+    void** sp = reinterpret_cast<void**>(top);
+    *--sp = nullptr;                                  // FiberMain's return slot
+    *--sp = reinterpret_cast<void*>(&FiberMain);      // popped by `ret`
+    for (int r = 0; r < 6; ++r) *--sp = nullptr;      // rbp rbx r12–r15
+    f.sp = sp;
+#else
+    getcontext(&f.context);
+    f.context.uc_stack.ss_sp = stacks[i].get();
+    f.context.uc_stack.ss_size = kFiberStackBytes;
+    f.context.uc_link = &b.scheduler;
+    makecontext(&f.context, &FiberMain, 0);
+#endif
+  }
+  int remaining = num_threads;
+  while (remaining > 0) {
+    bool progress = false;
+    for (int i = 0; i < num_threads; ++i) {
+      Fiber& f = b.fibers[i];
+      if (f.done) continue;
+      if (f.waiting_on != nullptr &&
+          f.waiting_on->generation == f.waiting_generation) {
+        continue;  // still blocked
+      }
+      b.current = i;
+      thread_idx = f.thread;
+      ToFiber(b, i);
+      progress = true;
+      if (f.done) --remaining;
+    }
+    if (!progress) {
+      Fail("deadlock: a barrier that some live thread of the block never "
+           "reaches (__syncthreads or a shuffle in divergent code)");
+    }
+  }
+}
+
+}  // namespace
+
+void SyncThreads() {
+  if (running == nullptr) Fail("__syncthreads outside a kernel");
+  Wait(running->block);
+}
+
+uint64_t ShuffleXor(unsigned mask, uint64_t bits, int lane_mask) {
+  if (running == nullptr) Fail("shuffle outside a kernel");
+  BlockRun& b = *running;
+  const Fiber& f = b.fibers[b.current];
+  if (mask != 0xffffffffu) Fail("a shuffle mask other than the full warp");
+  if (b.warps[f.warp].live != kWarp) {
+    Fail("a full-warp shuffle in a warp with exited or missing lanes");
+  }
+  const int base = f.warp * kWarp;
+  b.slots[base + f.lane] = bits;
+  Wait(b.warps[f.warp]);
+  const int partner = base + (f.lane ^ (lane_mask & (kWarp - 1)));
+  if (!b.slot_live[partner]) Fail("a shuffle with an exited lane");
+  const uint64_t out = b.slots[partner];
+  Wait(b.warps[f.warp]);  // nobody overwrites a slot before all have read
+  return out;
+}
+
+void RunGrid(dim3 grid, dim3 block, const std::function<void()>& body) {
+  const uint64_t threads = uint64_t{block.x} * block.y * block.z;
+  if (threads == 0 || threads > 1024 || block.z > 64) {
+    Fail("invalid block size");
+  }
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 ||
+      grid.z > 65535) {
+    Fail("invalid grid size");
+  }
+  BlockRun* outer = running;
+  BlockRun b;
+  b.body = &body;
+  running = &b;
+  grid_dim = grid;
+  block_dim = block;
+  for (unsigned z = 0; z < grid.z; ++z) {
+    for (unsigned y = 0; y < grid.y; ++y) {
+      for (unsigned x = 0; x < grid.x; ++x) {
+        block_idx = uint3{x, y, z};
+        RunBlock(b, static_cast<int>(threads));
+      }
+    }
+  }
+  running = outer;
+}
+
+}  // namespace cuda_emulation
+}  // namespace tributary
+
+// --- Runtime API ---------------------------------------------------------------
+namespace {
+thread_local cudaError_t last_error = cudaSuccess;
+// Allocations above this fail as out of memory (a real device's limit, and
+// what the out-of-memory test asks for).
+constexpr size_t kEmulatedMemoryBytes = size_t{64} << 30;
+
+cudaError_t Record(cudaError_t e) {
+  if (e != cudaSuccess) last_error = e;
+  return e;
+}
+}  // namespace
+
+const char* cudaGetErrorName(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
+    default: return "cudaError";
+  }
+}
+
+const char* cudaGetErrorString(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess: return "no error";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidValue: return "invalid argument";
+    default: return "an emulated CUDA error";
+  }
+}
+
+cudaError_t cudaGetLastError() {
+  const cudaError_t e = last_error;
+  last_error = cudaSuccess;
+  return e;
+}
+
+cudaError_t cudaPeekAtLastError() { return last_error; }
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  *count = 1;
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+  return Record(device == 0 ? cudaSuccess : cudaErrorInvalidDevice);
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  if (device != 0) return Record(cudaErrorInvalidDevice);
+  std::snprintf(prop->name, sizeof prop->name, "CPU emulation");
+  prop->totalGlobalMem = kEmulatedMemoryBytes;
+  prop->major = 9;
+  prop->minor = 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned /*flags*/) {
+  static int dummy;
+  *stream = reinterpret_cast<cudaStream_t>(&dummy);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+
+cudaError_t cudaMalloc(void** pointer, size_t bytes) {
+  *pointer = nullptr;
+  if (bytes > kEmulatedMemoryBytes) return Record(cudaErrorMemoryAllocation);
+  // 256-byte alignment, as cudaMalloc guarantees.
+  const size_t rounded = (bytes + 255) / 256 * 256;
+  void* p = std::aligned_alloc(256, rounded == 0 ? 256 : rounded);
+  if (p == nullptr) return Record(cudaErrorMemoryAllocation);
+  *pointer = p;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void* pointer) {
+  std::free(pointer);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes,
+                       cudaMemcpyKind) {
+  if (bytes > 0) std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes,
+                            cudaMemcpyKind kind, cudaStream_t) {
+  return cudaMemcpy(dst, src, bytes, kind);
+}
+
+cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes,
+                            cudaStream_t) {
+  if (bytes > 0) std::memset(pointer, value, bytes);
+  return cudaSuccess;
+}
+
+// --- cuBLAS --------------------------------------------------------------------
+struct cublasContext {};
+
+cublasStatus_t cublasCreate(cublasHandle_t* handle) {
+  *handle = new cublasContext;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasDestroy(cublasHandle_t handle) {
+  delete handle;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) {
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetWorkspace(cublasHandle_t, void*, size_t) {
+  return CUBLAS_STATUS_SUCCESS;
+}
+const char* cublasGetStatusName(cublasStatus_t status) {
+  return status == CUBLAS_STATUS_SUCCESS ? "CUBLAS_STATUS_SUCCESS"
+                                         : "CUBLAS_STATUS_ERROR";
+}
+const char* cublasGetStatusString(cublasStatus_t status) {
+  return status == CUBLAS_STATUS_SUCCESS ? "success" : "an emulated cuBLAS error";
+}
+
+namespace {
+bool ToElementType(cudaDataType_t type, tributary::ElementType* out) {
+  switch (type) {
+    case CUDA_R_32F: *out = tributary::ElementType::kF32; return true;
+    case CUDA_R_16F: *out = tributary::ElementType::kF16; return true;
+    case CUDA_R_16BF: *out = tributary::ElementType::kBF16; return true;
+    default: return false;
+  }
+}
+void StoreAs(void* data, tributary::ElementType type, size_t i, float v) {
+  switch (type) {
+    case tributary::ElementType::kF32: static_cast<float*>(data)[i] = v; break;
+    case tributary::ElementType::kBF16:
+      static_cast<uint16_t*>(data)[i] = tributary::F32ToBf16(v);
+      break;
+    case tributary::ElementType::kF16:
+      static_cast<uint16_t*>(data)[i] = tributary::F32ToF16(v);
+      break;
+    default: break;
+  }
+}
+}  // namespace
+
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
+                            cublasOperation_t transb, int m, int n, int k,
+                            const void* alpha, const void* A,
+                            cudaDataType_t a_type, int lda, const void* B,
+                            cudaDataType_t b_type, int ldb, const void* beta,
+                            void* C, cudaDataType_t c_type, int ldc,
+                            cublasComputeType_t compute, cublasGemmAlgo_t) {
+  using tributary::ElementType;
+  ElementType at, bt, ct;
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!ToElementType(a_type, &at) || !ToElementType(b_type, &bt) ||
+      !ToElementType(c_type, &ct) || compute != CUBLAS_COMPUTE_32F ||
+      at != bt) {
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  if (m < 0 || n < 0 || k < 0 || lda < (transa == CUBLAS_OP_N ? m : k) ||
+      ldb < (transb == CUBLAS_OP_N ? k : n) || ldc < m) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  const float a_scale = *static_cast<const float*>(alpha);
+  const float c_scale = *static_cast<const float*>(beta);
+  // Element (i, j) of a column-major matrix with leading dimension ld is at
+  // i + j · ld; op(A)(i, p) is A(i, p) or A(p, i).
+  for (int j = 0; j < n; ++j) {
+    for (int i = 0; i < m; ++i) {
+      float sum = 0.0f;
+      for (int p = 0; p < k; ++p) {
+        const size_t ai = transa == CUBLAS_OP_N
+                              ? static_cast<size_t>(i) + static_cast<size_t>(p) * lda
+                              : static_cast<size_t>(p) + static_cast<size_t>(i) * lda;
+        const size_t bi = transb == CUBLAS_OP_N
+                              ? static_cast<size_t>(p) + static_cast<size_t>(j) * ldb
+                              : static_cast<size_t>(j) + static_cast<size_t>(p) * ldb;
+        sum += tributary::LoadAsF32(A, at, ai) * tributary::LoadAsF32(B, bt, bi);
+      }
+      const size_t ci = static_cast<size_t>(i) + static_cast<size_t>(j) * ldc;
+      const float old = c_scale == 0.0f ? 0.0f : tributary::LoadAsF32(C, ct, ci);
+      StoreAs(C, ct, ci, a_scale * sum + c_scale * old);
+    }
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}

@@ -1,0 +1,224 @@
+// A CPU emulation of the subset of CUDA that the CUDA backend uses, so that
+// the backend and its kernels (the very same sources, compiled as C++ with
+// TRIBUTARY_CUDA_EMULATION) run and are tested on machines without a GPU.
+//
+// Device side: each block runs on one host thread, its CUDA threads as
+// fibers (ucontext) switched at __syncthreads() and at warp shuffles, so a
+// kernel's barriers, shared memory and shuffles behave as on the device. It
+// checks what the hardware would leave undefined and stops with a message:
+// a barrier some live thread never reaches (divergent __syncthreads, which
+// hangs a GPU), a shuffle with a mask other than the full warp or with an
+// exited lane. It cannot show races the GPU's memory model allows (threads
+// run one at a time) nor timing.
+//
+// Host side: device memory is host memory; cudaMalloc, cudaMemcpy(Async),
+// cudaMemset(Async), streams (everything runs at once, in order), errors,
+// device properties ("CPU emulation"), and cublasGemmEx (column-major, as
+// cuBLAS defines it, f32 accumulation).
+#ifndef TRIBUTARY_ENGINE_BACKEND_CUDA_EMULATION_CUDA_EMULATION_H_
+#define TRIBUTARY_ENGINE_BACKEND_CUDA_EMULATION_CUDA_EMULATION_H_
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <tuple>
+#include <utility>
+
+#include "engine/backend/element_type.h"
+
+// --- Device-side language ------------------------------------------------------
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+// One block at a time per host thread: a function-local static per thread
+// is the block's shared memory.
+#define __shared__ static thread_local
+
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+struct uint3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+
+namespace tributary {
+namespace cuda_emulation {
+// The coordinates of the CUDA thread now running on this host thread.
+extern thread_local uint3 thread_idx;
+extern thread_local uint3 block_idx;
+extern thread_local dim3 block_dim;
+extern thread_local dim3 grid_dim;
+
+void SyncThreads();
+// Exchanges 8 bytes with lane (this lane ^ lane_mask) of the warp.
+uint64_t ShuffleXor(unsigned mask, uint64_t bits, int lane_mask);
+// Runs body() as every thread of every block of the grid, in order.
+void RunGrid(dim3 grid, dim3 block, const std::function<void()>& body);
+
+template <typename... Params>
+struct Launcher {
+  void (*kernel)(Params...);
+  dim3 grid, block;
+  template <typename... Args>
+  void operator()(Args&&... args) const {
+    auto bound = [k = kernel, tuple = std::make_tuple(Params(args)...)]() {
+      std::apply(k, tuple);
+    };
+    RunGrid(grid, block, bound);
+  }
+};
+}  // namespace cuda_emulation
+}  // namespace tributary
+
+#define threadIdx (::tributary::cuda_emulation::thread_idx)
+#define blockIdx (::tributary::cuda_emulation::block_idx)
+#define blockDim (::tributary::cuda_emulation::block_dim)
+#define gridDim (::tributary::cuda_emulation::grid_dim)
+
+inline void __syncthreads() { ::tributary::cuda_emulation::SyncThreads(); }
+
+template <typename T>
+inline T __shfl_xor_sync(unsigned mask, T value, int lane_mask) {
+  static_assert(sizeof(T) <= 8, "shuffles of at most 8 bytes");
+  uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof(T));
+  bits = ::tributary::cuda_emulation::ShuffleXor(mask, bits, lane_mask);
+  T out;
+  std::memcpy(&out, &bits, sizeof(T));
+  return out;
+}
+
+inline int atomicOr(int* address, int value) {
+  return __atomic_fetch_or(address, value, __ATOMIC_SEQ_CST);
+}
+
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+using std::isfinite;
+
+struct __nv_bfloat16 {
+  uint16_t bits;
+};
+struct __half {
+  uint16_t bits;
+};
+inline float __bfloat162float(__nv_bfloat16 h) {
+  return ::tributary::Bf16ToF32(h.bits);
+}
+inline __nv_bfloat16 __float2bfloat16_rn(float f) {
+  return __nv_bfloat16{::tributary::F32ToBf16(f)};
+}
+inline float __half2float(__half h) { return ::tributary::F16ToF32(h.bits); }
+inline __half __float2half_rn(float f) {
+  return __half{::tributary::F32ToF16(f)};
+}
+
+// --- Runtime API ---------------------------------------------------------------
+enum cudaError_t {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorInsufficientDriver = 35,
+  cudaErrorNoDevice = 100,
+  cudaErrorInvalidDevice = 101,
+  cudaErrorIllegalAddress = 700,
+  cudaErrorLaunchFailure = 719,
+  cudaErrorHardwareStackError = 714,
+  cudaErrorIllegalInstruction = 715,
+  cudaErrorMisalignedAddress = 716,
+  cudaErrorInvalidAddressSpace = 717,
+  cudaErrorInvalidPc = 718,
+  cudaErrorAssert = 710,
+  cudaErrorECCUncorrectable = 214,
+  cudaErrorLaunchTimeout = 702,
+  cudaErrorContextIsDestroyed = 709,
+  cudaErrorDevicesUnavailable = 46,
+  cudaErrorInitializationError = 3,
+  cudaErrorSystemDriverMismatch = 803,
+  cudaErrorCompatNotSupportedOnDevice = 804,
+};
+enum cudaMemcpyKind {
+  cudaMemcpyHostToHost = 0,
+  cudaMemcpyHostToDevice = 1,
+  cudaMemcpyDeviceToHost = 2,
+  cudaMemcpyDeviceToDevice = 3,
+};
+constexpr unsigned cudaStreamNonBlocking = 1;
+typedef struct CUstream_st* cudaStream_t;
+struct cudaDeviceProp {
+  char name[256];
+  size_t totalGlobalMem;
+  int major, minor;
+};
+
+const char* cudaGetErrorName(cudaError_t error);
+const char* cudaGetErrorString(cudaError_t error);
+cudaError_t cudaGetLastError();
+cudaError_t cudaPeekAtLastError();
+cudaError_t cudaGetDeviceCount(int* count);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
+cudaError_t cudaDeviceSynchronize();
+cudaError_t cudaMalloc(void** pointer, size_t bytes);
+cudaError_t cudaFree(void* pointer);
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes,
+                       cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes,
+                            cudaMemcpyKind kind, cudaStream_t stream);
+cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes,
+                            cudaStream_t stream);
+
+// --- cuBLAS --------------------------------------------------------------------
+enum cublasStatus_t {
+  CUBLAS_STATUS_SUCCESS = 0,
+  CUBLAS_STATUS_NOT_INITIALIZED = 1,
+  CUBLAS_STATUS_ALLOC_FAILED = 3,
+  CUBLAS_STATUS_INVALID_VALUE = 7,
+  CUBLAS_STATUS_EXECUTION_FAILED = 13,
+  CUBLAS_STATUS_NOT_SUPPORTED = 15,
+};
+enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
+enum cudaDataType_t {
+  CUDA_R_32F = 0,
+  CUDA_R_16F = 2,
+  CUDA_R_32I = 10,
+  CUDA_R_16BF = 14,
+};
+enum cublasComputeType_t { CUBLAS_COMPUTE_32F = 68 };
+enum cublasGemmAlgo_t { CUBLAS_GEMM_DEFAULT = -1 };
+typedef struct cublasContext* cublasHandle_t;
+
+cublasStatus_t cublasCreate(cublasHandle_t* handle);
+cublasStatus_t cublasDestroy(cublasHandle_t handle);
+cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream);
+cublasStatus_t cublasSetWorkspace(cublasHandle_t handle, void* workspace,
+                                  size_t bytes);
+const char* cublasGetStatusName(cublasStatus_t status);
+const char* cublasGetStatusString(cublasStatus_t status);
+// C = alpha · op(A) · op(B) + beta · C, column-major, op(A) [m, k],
+// op(B) [k, n], C [m, n]; f32 accumulation whatever the types.
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
+                            cublasOperation_t transb, int m, int n, int k,
+                            const void* alpha, const void* A,
+                            cudaDataType_t a_type, int lda, const void* B,
+                            cudaDataType_t b_type, int ldb, const void* beta,
+                            void* C, cudaDataType_t c_type, int ldc,
+                            cublasComputeType_t compute, cublasGemmAlgo_t algo);
+
+namespace tributary {
+namespace cuda_emulation {
+template <typename... Params, typename Grid, typename Block>
+Launcher<Params...> Launch(void (*kernel)(Params...), Grid grid, Block block,
+                           cudaStream_t /*stream*/) {
+  return Launcher<Params...>{kernel, dim3(grid), dim3(block)};
+}
+}  // namespace cuda_emulation
+}  // namespace tributary
+
+#endif  // TRIBUTARY_ENGINE_BACKEND_CUDA_EMULATION_CUDA_EMULATION_H_

@@ -1,0 +1,607 @@
+// The CUDA backend against the CPU backend, op by op (label `gpu`; every test
+// skips on a machine without a CUDA device or in a build without CUDA).
+//
+// Inputs are random, from a seed printed at the start and overridable with
+// TRIBUTARY_TEST_SEED, so a failure can be replayed. Both backends see the
+// same numbers (inputs are rounded to bf16 first, the CUDA activation type).
+// Every CUDA output is poisoned with NaN bytes before the op, so an element
+// the kernel never writes fails the comparison. Tolerances are bf16's
+// (design.md §7): per row, max|cuda − cpu| ≤ tol · max|cpu|.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/backend/backend_factory.h"
+#include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/element_type.h"
+
+namespace tributary {
+namespace {
+
+constexpr ElementType kF32 = ElementType::kF32;
+constexpr ElementType kBF16 = ElementType::kBF16;
+constexpr ElementType kI32 = ElementType::kI32;
+
+uint64_t TestSeed() {
+  static const uint64_t seed = [] {
+    uint64_t s = std::random_device{}();
+    if (const char* env = std::getenv("TRIBUTARY_TEST_SEED")) {
+      s = std::strtoull(env, nullptr, 10);
+    }
+    std::cout << "cuda_backend_test seed " << s
+              << " (replay with TRIBUTARY_TEST_SEED=" << s << ")\n";
+    return s;
+  }();
+  return seed;
+}
+
+float RoundBf16(float v) { return Bf16ToF32(F32ToBf16(v)); }
+
+// One operand on both backends, with the host values both were given.
+struct Pair {
+  Tensor cpu, gpu;
+  std::vector<float> values;
+};
+
+class CudaBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (CudaDeviceCount(&why) == 0) {
+      GTEST_SKIP() << "no CUDA device: " << why;
+    }
+    BackendOptions options;
+    options.kind = BackendKind::kCuda;
+    auto gpu = CreateBackend(options);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    gpu_ = std::move(*gpu);
+    auto cpu = CpuBackend::Create({1});
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    cpu_ = std::move(*cpu);
+    rng_.seed(TestSeed() ^ std::hash<std::string>{}(
+                               ::testing::UnitTest::GetInstance()
+                                   ->current_test_info()
+                                   ->name()));
+    SCOPED_TRACE(::testing::Message() << "seed " << TestSeed());
+  }
+
+  std::vector<float> Random(int64_t n, float low, float high, bool round) {
+    std::uniform_real_distribution<float> dist(low, high);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = round ? RoundBf16(dist(rng_)) : dist(rng_);
+    return v;
+  }
+
+  // Uploads `values` into a new tensor of `type` on `backend`.
+  Tensor Upload(Backend& backend, ElementType type, const Shape& shape,
+                const std::vector<float>& values) {
+    auto t = backend.Allocate(type, shape);
+    EXPECT_TRUE(t.ok()) << t.status();
+    if (!t.ok()) return Tensor{};
+    if (type == kBF16) {
+      std::vector<uint16_t> bits(values.size());
+      for (size_t i = 0; i < values.size(); ++i) bits[i] = F32ToBf16(values[i]);
+      EXPECT_TRUE(backend.CopyFromHost(bits.data(), *t).ok());
+    } else {
+      EXPECT_TRUE(backend.CopyFromHost(values.data(), *t).ok());
+    }
+    return *t;
+  }
+
+  // A random input in [low, high): f32 on the CPU, `gpu_type` on the GPU,
+  // the values rounded to bf16 when that is the GPU's type.
+  Pair Input(const Shape& shape, float low, float high,
+             ElementType gpu_type = kBF16) {
+    Pair p;
+    p.values = Random(shape.num_elements(), low, high, gpu_type == kBF16);
+    p.cpu = Upload(*cpu_, kF32, shape, p.values);
+    p.gpu = Upload(*gpu_, gpu_type, shape, p.values);
+    return p;
+  }
+
+  // An output: zeros on the CPU, NaN bytes on the GPU.
+  Pair Output(const Shape& shape, ElementType gpu_type = kBF16) {
+    Pair p;
+    p.values.assign(static_cast<size_t>(shape.num_elements()), 0.0f);
+    p.cpu = Upload(*cpu_, kF32, shape, p.values);
+    auto g = gpu_->Allocate(gpu_type, shape);
+    EXPECT_TRUE(g.ok()) << g.status();
+    if (g.ok()) {
+      std::vector<unsigned char> poison(g->size_bytes(), 0xff);
+      EXPECT_TRUE(gpu_->CopyFromHost(poison.data(), *g).ok());
+      p.gpu = *g;
+    }
+    return p;
+  }
+
+  // A weight imported on both backends from one host buffer of bf16 (the
+  // CPU aliases it: `keep` holds it for the test's life).
+  Pair Weight(const Shape& shape, float low, float high,
+              ElementType host_type = kBF16) {
+    Pair p;
+    p.values = Random(shape.num_elements(), low, high, host_type == kBF16);
+    auto& bytes = keep_.emplace_back();
+    if (host_type == kBF16) {
+      bytes.resize(p.values.size() * 2);
+      for (size_t i = 0; i < p.values.size(); ++i) {
+        const uint16_t b = F32ToBf16(p.values[i]);
+        std::memcpy(bytes.data() + 2 * i, &b, 2);
+      }
+    } else {
+      bytes.resize(p.values.size() * 4);
+      std::memcpy(bytes.data(), p.values.data(), bytes.size());
+    }
+    auto c = cpu_->ImportWeight(bytes.data(), host_type, shape);
+    auto g = gpu_->ImportWeight(bytes.data(), host_type, shape);
+    EXPECT_TRUE(c.ok() && g.ok());
+    if (c.ok()) p.cpu = *c;
+    if (g.ok()) p.gpu = *g;
+    return p;
+  }
+
+  std::vector<float> Read(Backend& backend, const Tensor& t) {
+    std::vector<unsigned char> raw(t.size_bytes());
+    absl::Status s = backend.CopyToHost(t, raw.data());
+    EXPECT_TRUE(s.ok()) << s;
+    std::vector<float> out(static_cast<size_t>(t.num_elements()));
+    for (size_t i = 0; i < out.size(); ++i) out[i] = LoadAsF32(raw.data(), t.type, i);
+    return out;
+  }
+
+  // Per row of `row_len`: max|gpu − cpu| ≤ tol · max|cpu| (NaN fails).
+  void ExpectClose(const Pair& p, int64_t row_len, double tol,
+                   const std::string& what) {
+    ASSERT_TRUE(gpu_->Synchronize().ok());
+    const std::vector<float> cpu = Read(*cpu_, p.cpu);
+    const std::vector<float> gpu = Read(*gpu_, p.gpu);
+    ASSERT_EQ(cpu.size(), gpu.size());
+    for (size_t r = 0; r * row_len < cpu.size(); ++r) {
+      double max_ref = 0.0, max_diff = 0.0;
+      for (int64_t i = 0; i < row_len; ++i) {
+        const size_t k = r * row_len + i;
+        max_ref = std::max(max_ref, std::fabs(double{cpu[k]}));
+        const double diff = std::fabs(double{gpu[k]} - cpu[k]);
+        max_diff = std::isnan(diff) ? INFINITY : std::max(max_diff, diff);
+      }
+      ASSERT_LE(max_diff, tol * max_ref + 1e-6)
+          << what << ": row " << r << " (max |ref| " << max_ref << ", seed "
+          << TestSeed() << ")";
+    }
+  }
+
+  // Both backends run the same layout.
+  void SetLayout(const BatchLayout& layout) {
+    ASSERT_TRUE(cpu_->SetBatchLayout(layout).ok());
+    ASSERT_TRUE(gpu_->SetBatchLayout(layout).ok());
+  }
+
+  // Three sequences: a prefill from position 0, a decode step, and a
+  // later chunk, with blocks drawn at random from the pool.
+  BatchLayout MixedLayout(int64_t block_size, int64_t num_blocks) {
+    struct S {
+      int64_t num_tokens, first_position;
+      int32_t slot;
+    };
+    const S seqs[] = {{9, 0, 2}, {1, 21, 0}, {6, 5, 3}};
+    std::vector<int32_t> free(static_cast<size_t>(num_blocks));
+    std::iota(free.begin(), free.end(), 0);
+    std::shuffle(free.begin(), free.end(), rng_);
+    BatchLayout layout;
+    int64_t offset = 0;
+    for (const S& s : seqs) {
+      SequenceSlice slice;
+      slice.token_offset = offset;
+      slice.num_tokens = s.num_tokens;
+      slice.first_position = s.first_position;
+      slice.state_slot = s.slot;
+      const int64_t positions = s.first_position + s.num_tokens;
+      for (int64_t p = 0; p < positions; p += block_size) {
+        slice.block_table.push_back(free.back());
+        free.pop_back();
+      }
+      layout.sequences.push_back(slice);
+      offset += s.num_tokens;
+    }
+    return layout;
+  }
+
+  std::unique_ptr<Backend> gpu_, cpu_;
+  std::mt19937_64 rng_;
+  std::vector<std::vector<unsigned char>> keep_;
+};
+
+TEST_F(CudaBackendTest, FillRandomEqualsTheCpuBitForBit) {
+  for (ElementType type : {kF32, kBF16}) {
+    const Shape shape{3, 1000};
+    auto c = cpu_->Allocate(type, shape);
+    auto g = gpu_->Allocate(type, shape);
+    ASSERT_TRUE(c.ok() && g.ok());
+    cpu_->FillRandom(*c, 1234, -0.5f, 0.25f, type);
+    gpu_->FillRandom(*g, 1234, -0.5f, 0.25f, type);
+    std::vector<unsigned char> a(c->size_bytes()), b(g->size_bytes());
+    ASSERT_TRUE(cpu_->CopyToHost(*c, a.data()).ok());
+    ASSERT_TRUE(gpu_->CopyToHost(*g, b.data()).ok());
+    EXPECT_EQ(a, b) << ElementTypeName(type);
+  }
+}
+
+TEST_F(CudaBackendTest, ImportConvertsMatricesToBf16AndKeepsVectors) {
+  Pair m = Weight(Shape{8, 16}, -1, 1, kF32);
+  EXPECT_EQ(m.gpu.type, kBF16);
+  const std::vector<float> got = Read(*gpu_, m.gpu);
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i], RoundBf16(m.values[i])) << i;
+  }
+  Pair v = Weight(Shape{16}, -1, 1, kF32);
+  EXPECT_EQ(v.gpu.type, kF32);
+  EXPECT_EQ(Read(*gpu_, v.gpu), v.values);
+}
+
+TEST_F(CudaBackendTest, MatMul) {
+  for (int64_t tokens : {1, 5, 33}) {
+    SCOPED_TRACE(tokens);
+    Pair x = Input(Shape{tokens, 96}, -1, 1);
+    Pair w = Weight(Shape{40, 96}, -0.2f, 0.2f);
+    Pair y = Output(Shape{tokens, 40});
+    cpu_->MatMul(x.cpu, w.cpu, y.cpu);
+    gpu_->MatMul(x.gpu, w.gpu, y.gpu);
+    ExpectClose(y, 40, 1e-2, "MatMul bf16 out");
+    Pair logits = Output(Shape{tokens, 40}, kF32);
+    cpu_->MatMul(x.cpu, w.cpu, logits.cpu);
+    gpu_->MatMul(x.gpu, w.gpu, logits.gpu);
+    ExpectClose(logits, 40, 1e-4, "MatMul f32 out");
+  }
+}
+
+TEST_F(CudaBackendTest, EmbeddingGather) {
+  Pair table = Weight(Shape{50, 24}, -1, 1);
+  const std::vector<int32_t> ids = {3, 0, 49, 3, 17};
+  auto cid = cpu_->Allocate(kI32, Shape{5});
+  auto gid = gpu_->Allocate(kI32, Shape{5});
+  ASSERT_TRUE(cid.ok() && gid.ok());
+  ASSERT_TRUE(cpu_->CopyFromHost(ids.data(), *cid).ok());
+  ASSERT_TRUE(gpu_->CopyFromHost(ids.data(), *gid).ok());
+  Pair out = Output(Shape{5, 24});
+  cpu_->EmbeddingGather(*cid, table.cpu, out.cpu);
+  gpu_->EmbeddingGather(*gid, table.gpu, out.gpu);
+  ExpectClose(out, 24, 0.0, "EmbeddingGather");
+}
+
+TEST_F(CudaBackendTest, RmsNormSeparateAndInPlace) {
+  Pair x = Input(Shape{7, 300}, -3, 3);
+  Pair w = Weight(Shape{300}, -0.5f, 0.5f);
+  Pair out = Output(Shape{7, 300});
+  cpu_->RmsNorm(x.cpu, w.cpu, 1e-6f, out.cpu);
+  gpu_->RmsNorm(x.gpu, w.gpu, 1e-6f, out.gpu);
+  ExpectClose(out, 300, 1e-2, "RmsNorm");
+  cpu_->RmsNorm(x.cpu, w.cpu, 1e-6f, x.cpu);
+  gpu_->RmsNorm(x.gpu, w.gpu, 1e-6f, x.gpu);
+  ExpectClose(x, 300, 1e-2, "RmsNorm in place");
+}
+
+TEST_F(CudaBackendTest, GatedRmsNorm) {
+  Pair o = Input(Shape{12, 16}, -2, 2);
+  Pair z = Input(Shape{12, 16}, -4, 4);
+  Pair w = Weight(Shape{16}, 0.5f, 1.5f, kF32);
+  Pair out = Output(Shape{12, 16});
+  cpu_->GatedRmsNorm(o.cpu, z.cpu, w.cpu, 1e-6f, out.cpu);
+  gpu_->GatedRmsNorm(o.gpu, z.gpu, w.gpu, 1e-6f, out.gpu);
+  ExpectClose(out, 16, 1e-2, "GatedRmsNorm");
+}
+
+TEST_F(CudaBackendTest, ResidualAddWithStatistics) {
+  const int64_t tokens = 6, hidden = 200;
+  Pair x = Input(Shape{tokens, hidden}, -2, 2);
+  Pair u = Input(Shape{tokens, hidden}, -0.5f, 0.5f);
+  // Token 4's update holds a NaN: only its non-finite flag may be set.
+  std::vector<float> u_values = u.values;
+  u_values[4 * hidden + 7] = NAN;
+  ASSERT_TRUE(cpu_->CopyFromHost(u_values.data(), u.cpu).ok());
+  std::vector<uint16_t> bits(u_values.size());
+  for (size_t i = 0; i < bits.size(); ++i) bits[i] = F32ToBf16(u_values[i]);
+  ASSERT_TRUE(gpu_->CopyFromHost(bits.data(), u.gpu).ok());
+  Pair stats = Output(Shape{tokens, kResidualStatsColumns}, kF32);
+  cpu_->ResidualAdd(x.cpu, u.cpu, stats.cpu);
+  gpu_->ResidualAdd(x.gpu, u.gpu, stats.gpu);
+  ASSERT_TRUE(gpu_->Synchronize().ok());
+  const std::vector<float> sum = Read(*cpu_, x.cpu);
+  const std::vector<float> c = Read(*cpu_, stats.cpu);
+  const std::vector<float> g = Read(*gpu_, stats.gpu);
+  for (int64_t t = 0; t < tokens; ++t) {
+    SCOPED_TRACE(t);
+    const float* cr = c.data() + t * kResidualStatsColumns;
+    const float* gr = g.data() + t * kResidualStatsColumns;
+    EXPECT_EQ(gr[kStatNonFinite], cr[kStatNonFinite]);
+    EXPECT_EQ(gr[kStatNonFinite], t == 4 ? 1.0f : 0.0f);
+    if (t == 4) continue;  // the norms of a NaN row are NaN on both
+    for (int col : {kStatStreamNorm, kStatUpdateNorm, kStatSumNorm, kStatMaxAbs}) {
+      EXPECT_NEAR(gr[col], cr[col], 1e-2 * std::fabs(cr[col])) << "column " << col;
+    }
+    // The dimension of the largest |x + u| (bf16 rounding may pick another
+    // one within rounding of the maximum).
+    const int64_t dim = static_cast<int64_t>(gr[kStatMaxAbsDim]);
+    ASSERT_GE(dim, 0);
+    ASSERT_LT(dim, hidden);
+    EXPECT_GE(std::fabs(sum[t * hidden + dim]), 0.99f * cr[kStatMaxAbs]);
+  }
+  // The sums themselves, rows other than the NaN one.
+  const std::vector<float> gx = Read(*gpu_, x.gpu);
+  for (int64_t i = 0; i < tokens * hidden; ++i) {
+    if (i / hidden == 4) continue;
+    ASSERT_NEAR(gx[i], sum[i], 1e-2 * 2.5) << i;
+  }
+}
+
+TEST_F(CudaBackendTest, ResidualAddWithoutStatistics) {
+  Pair x = Input(Shape{3, 64}, -2, 2);
+  Pair u = Input(Shape{3, 64}, -1, 1);
+  cpu_->ResidualAdd(x.cpu, u.cpu, Tensor{});
+  gpu_->ResidualAdd(x.gpu, u.gpu, Tensor{});
+  ExpectClose(x, 64, 1e-2, "ResidualAdd");
+}
+
+TEST_F(CudaBackendTest, ElementWise) {
+  Pair gate = Input(Shape{9, 70}, -6, 6);
+  Pair up = Input(Shape{9, 70}, -2, 2);
+  Pair out = Output(Shape{9, 70});
+  cpu_->SwiGlu(gate.cpu, up.cpu, out.cpu);
+  gpu_->SwiGlu(gate.gpu, up.gpu, out.gpu);
+  ExpectClose(out, 70, 1e-2, "SwiGlu");
+  cpu_->SwiGlu(gate.cpu, up.cpu, gate.cpu);  // out aliasing gate
+  gpu_->SwiGlu(gate.gpu, up.gpu, gate.gpu);
+  ExpectClose(gate, 70, 1e-2, "SwiGlu in place");
+
+  Pair o = Input(Shape{9, 70}, -2, 2);
+  Pair g = Input(Shape{9, 70}, -8, 8);
+  cpu_->SigmoidGate(o.cpu, g.cpu);
+  gpu_->SigmoidGate(o.gpu, g.gpu);
+  ExpectClose(o, 70, 1e-2, "SigmoidGate");
+
+  Pair l2 = Input(Shape{10, 32}, -1, 1);
+  cpu_->L2NormRows(l2.cpu, 16, 0.25f);
+  gpu_->L2NormRows(l2.gpu, 16, 0.25f);
+  ExpectClose(l2, 16, 1e-2, "L2NormRows");
+}
+
+TEST_F(CudaBackendTest, GdnGatesInF32) {
+  const int64_t tokens = 11, heads = 6;
+  Pair a = Input(Shape{tokens, heads}, -30, 30);  // both softplus branches
+  Pair b = Input(Shape{tokens, heads}, -5, 5);
+  Pair a_log = Weight(Shape{heads}, 0, 2.7f, kF32);
+  Pair dt_bias = Weight(Shape{heads}, -6, 2);
+  Pair g = Output(Shape{tokens, heads}, kF32);
+  Pair beta = Output(Shape{tokens, heads}, kF32);
+  cpu_->GdnGates(a.cpu, b.cpu, a_log.cpu, dt_bias.cpu, g.cpu, beta.cpu);
+  gpu_->GdnGates(a.gpu, b.gpu, a_log.gpu, dt_bias.gpu, g.gpu, beta.gpu);
+  ExpectClose(g, 1, 1e-5, "GdnGates g");
+  ExpectClose(beta, 1, 1e-5, "GdnGates beta");
+}
+
+TEST_F(CudaBackendTest, CopyColumnsGatherRowsAndSteering) {
+  Pair src = Input(Shape{5, 30}, -1, 1);
+  Pair dst = Output(Shape{5, 12});
+  cpu_->CopyColumns(src.cpu, 9, dst.cpu);
+  gpu_->CopyColumns(src.gpu, 9, dst.gpu);
+  ExpectClose(dst, 12, 0.0, "CopyColumns");
+
+  const std::vector<int32_t> rows = {4, 0, 2};
+  auto cr = cpu_->Allocate(kI32, Shape{3});
+  auto gr = gpu_->Allocate(kI32, Shape{3});
+  ASSERT_TRUE(cr.ok() && gr.ok());
+  ASSERT_TRUE(cpu_->CopyFromHost(rows.data(), *cr).ok());
+  ASSERT_TRUE(gpu_->CopyFromHost(rows.data(), *gr).ok());
+  Pair gathered = Output(Shape{3, 30});
+  cpu_->GatherRows(src.cpu, *cr, gathered.cpu);
+  gpu_->GatherRows(src.gpu, *gr, gathered.gpu);
+  ExpectClose(gathered, 30, 0.0, "GatherRows");
+
+  // Steering and ablation touch rows [1, 4) only.
+  Pair x = Input(Shape{5, 30}, -1, 1);
+  Pair v = Input(Shape{30}, -1, 1, kF32);
+  cpu_->AddScaledVector(x.cpu, 1, 4, v.cpu, 2.5f);
+  gpu_->AddScaledVector(x.gpu, 1, 4, v.gpu, 2.5f);
+  ExpectClose(x, 30, 1e-2, "AddScaledVector");
+  std::vector<float> unit = Random(30, -1, 1, false);
+  double norm = 0;
+  for (float e : unit) norm += double{e} * e;
+  for (float& e : unit) e = static_cast<float>(e / std::sqrt(norm));
+  Pair u;
+  u.values = unit;
+  u.cpu = Upload(*cpu_, kF32, Shape{30}, unit);
+  u.gpu = Upload(*gpu_, kF32, Shape{30}, unit);
+  cpu_->ProjectOut(x.cpu, 1, 4, u.cpu);
+  gpu_->ProjectOut(x.gpu, 1, 4, u.gpu);
+  ExpectClose(x, 30, 2e-2, "ProjectOut");
+  const std::vector<float> before = x.values;
+  const std::vector<float> after = Read(*gpu_, x.gpu);
+  for (int64_t i : {int64_t{0}, int64_t{29}, int64_t{4 * 30}, int64_t{4 * 30 + 29}}) {
+    EXPECT_EQ(after[i], before[i]) << "row outside [1, 4) changed at " << i;
+  }
+}
+
+TEST_F(CudaBackendTest, ZeroAndZeroRows) {
+  Pair x = Input(Shape{4, 10}, 1, 2);
+  gpu_->ZeroRows(x.gpu, 1, 3);
+  cpu_->ZeroRows(x.cpu, 1, 3);
+  ExpectClose(x, 10, 0.0, "ZeroRows");
+  gpu_->Zero(x.gpu);
+  for (float v : Read(*gpu_, x.gpu)) ASSERT_EQ(v, 0.0f);
+}
+
+TEST_F(CudaBackendTest, RopeAtEachTokensPosition) {
+  BatchLayout layout = MixedLayout(4, 32);
+  // Positions far into a long context too (large angles).
+  layout.sequences[1].first_position = 200000;
+  SetLayout(layout);
+  const int64_t tokens = layout.num_tokens();
+  for (int64_t head_dim : {32, 256}) {
+    Pair x = Input(Shape{tokens, 3, head_dim}, -1, 1);
+    cpu_->Rope(x.cpu, head_dim / 4, 1e7f);
+    gpu_->Rope(x.gpu, head_dim / 4, 1e7f);
+    ExpectClose(x, head_dim, 2e-2, "Rope");
+  }
+}
+
+TEST_F(CudaBackendTest, CausalConvCarriesItsWindowAcrossSteps) {
+  const int64_t channels = 40, kernel = 4, slots = 4;
+  Pair w = Weight(Shape{channels, kernel}, -0.5f, 0.5f);
+  Pair window = Input(Shape{slots, kernel - 1, channels}, -1, 1);
+  BatchLayout layout = MixedLayout(4, 32);
+  for (int step = 0; step < 2; ++step) {
+    SCOPED_TRACE(step);
+    SetLayout(layout);
+    const int64_t tokens = layout.num_tokens();
+    Pair x = Input(Shape{tokens, channels}, -2, 2);
+    Pair out = Output(Shape{tokens, channels});
+    cpu_->CausalConv1dSilu(x.cpu, w.cpu, window.cpu, out.cpu);
+    gpu_->CausalConv1dSilu(x.gpu, w.gpu, window.gpu, out.gpu);
+    ExpectClose(out, channels, 1e-2, "CausalConv1dSilu out");
+    ExpectClose(window, channels, 0.0, "CausalConv1dSilu window");
+    // The next step: one decode token per sequence.
+    int64_t offset = 0;
+    for (SequenceSlice& s : layout.sequences) {
+      s.first_position += s.num_tokens;
+      s.token_offset = offset++;
+      s.num_tokens = 1;
+    }
+  }
+}
+
+TEST_F(CudaBackendTest, GatedDeltaRuleEqualsTheCpuForms) {
+  struct Dims {
+    int64_t hk, hv, dk, dv;
+  };
+  // A small shape, and the 27B's head dims with its 1 : 3 grouping.
+  // And the kernel's largest key dim, 256.
+  for (const Dims& d : {Dims{2, 4, 32, 16}, Dims{1, 3, 128, 128},
+                        Dims{1, 2, 256, 32}}) {
+    SCOPED_TRACE(d.dk);
+    const int64_t slots = 4;
+    Pair state = Input(Shape{slots, d.hv, d.dk, d.dv}, -0.3f, 0.3f, kF32);
+    BatchLayout layout = MixedLayout(4, 32);
+    for (int step = 0; step < 2; ++step) {
+      SCOPED_TRACE(step);
+      SetLayout(layout);
+      const int64_t t = layout.num_tokens();
+      // Unit-norm keys and queries (the decoder's L2 norm), then rounded.
+      auto unit_rows = [&](int64_t rows, float scale) {
+        std::vector<float> v = Random(rows * d.dk, -1, 1, false);
+        for (int64_t r = 0; r < rows; ++r) {
+          double n = 0;
+          for (int64_t i = 0; i < d.dk; ++i) n += double{v[r * d.dk + i]} * v[r * d.dk + i];
+          for (int64_t i = 0; i < d.dk; ++i) {
+            v[r * d.dk + i] = RoundBf16(static_cast<float>(v[r * d.dk + i] * scale / std::sqrt(n)));
+          }
+        }
+        return v;
+      };
+      const Shape qk_shape{t, d.hk, d.dk};
+      Pair q, k;
+      q.values = unit_rows(t * d.hk, 1.0f / std::sqrt(static_cast<float>(d.dk)));
+      k.values = unit_rows(t * d.hk, 1.0f);
+      q.cpu = Upload(*cpu_, kF32, qk_shape, q.values);
+      q.gpu = Upload(*gpu_, kBF16, qk_shape, q.values);
+      k.cpu = Upload(*cpu_, kF32, qk_shape, k.values);
+      k.gpu = Upload(*gpu_, kBF16, qk_shape, k.values);
+      Pair v = Input(Shape{t, d.hv, d.dv}, -1, 1);
+      Pair g = Input(Shape{t, d.hv}, -2.0f, -0.01f, kF32);
+      Pair beta = Input(Shape{t, d.hv}, 0.0f, 1.0f, kF32);
+      Pair out = Output(Shape{t, d.hv, d.dv});
+      cpu_->GatedDeltaRule(q.cpu, k.cpu, v.cpu, g.cpu, beta.cpu, state.cpu, out.cpu);
+      gpu_->GatedDeltaRule(q.gpu, k.gpu, v.gpu, g.gpu, beta.gpu, state.gpu, out.gpu);
+      ExpectClose(out, d.dv, 2e-2, "GatedDeltaRule out");
+      ExpectClose(state, d.dk * d.dv, 1e-3, "GatedDeltaRule state");
+      int64_t offset = 0;
+      for (SequenceSlice& s : layout.sequences) {
+        s.first_position += s.num_tokens;
+        s.token_offset = offset++;
+        s.num_tokens = 1;
+      }
+    }
+  }
+}
+
+TEST_F(CudaBackendTest, WriteKvThenPagedAttention) {
+  struct Dims {
+    int64_t heads, kv_heads, head_dim;
+  };
+  for (const Dims& d : {Dims{4, 2, 32}, Dims{6, 1, 256}}) {
+    SCOPED_TRACE(d.head_dim);
+    const int64_t block_size = 4, blocks = 32;
+    const BatchLayout layout = MixedLayout(block_size, blocks);
+    SetLayout(layout);
+    const int64_t t = layout.num_tokens();
+    // The pools hold earlier tokens' keys and values already.
+    Pair k_pool = Input(Shape{blocks, block_size, d.kv_heads, d.head_dim}, -1, 1);
+    Pair v_pool = Input(Shape{blocks, block_size, d.kv_heads, d.head_dim}, -1, 1);
+    Pair k = Input(Shape{t, d.kv_heads, d.head_dim}, -1, 1);
+    Pair v = Input(Shape{t, d.kv_heads, d.head_dim}, -1, 1);
+    cpu_->WriteKv(k.cpu, v.cpu, k_pool.cpu, v_pool.cpu);
+    gpu_->WriteKv(k.gpu, v.gpu, k_pool.gpu, v_pool.gpu);
+    ExpectClose(k_pool, d.head_dim, 0.0, "WriteKv k");
+    ExpectClose(v_pool, d.head_dim, 0.0, "WriteKv v");
+    Pair q = Input(Shape{t, d.heads, d.head_dim}, -2, 2);
+    Pair out = Output(Shape{t, d.heads, d.head_dim});
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
+    cpu_->PagedAttention(q.cpu, k_pool.cpu, v_pool.cpu, scale, out.cpu);
+    gpu_->PagedAttention(q.gpu, k_pool.gpu, v_pool.gpu, scale, out.gpu);
+    ExpectClose(out, d.head_dim, 2e-2, "PagedAttention");
+  }
+}
+
+TEST_F(CudaBackendTest, ABadCallIsReportedAndTheBackendGoesOn) {
+  Pair x = Input(Shape{2, 8}, -1, 1);
+  Pair w = Weight(Shape{4, 16}, -1, 1);  // in = 16, x has 8 columns
+  Pair y = Output(Shape{2, 4});
+  gpu_->MatMul(x.gpu, w.gpu, y.gpu);
+  absl::Status s = gpu_->Synchronize();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+  EXPECT_NE(s.message().find("MatMul"), std::string::npos) << s;
+  EXPECT_TRUE(gpu_->Synchronize().ok()) << "the error is reported once";
+  Pair z = Input(Shape{2, 8}, -1, 1);
+  cpu_->SwiGlu(x.cpu, z.cpu, x.cpu);
+  gpu_->SwiGlu(x.gpu, z.gpu, x.gpu);
+  ExpectClose(x, 8, 1e-2, "SwiGlu after an error");
+}
+
+TEST_F(CudaBackendTest, OutOfMemoryIsResourceExhausted) {
+  auto t = gpu_->Allocate(kF32, Shape{int64_t{1} << 20, int64_t{1} << 20});
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kResourceExhausted) << t.status();
+  EXPECT_TRUE(gpu_->Synchronize().ok()) << "an allocation failure is not sticky";
+}
+
+TEST(CudaBackendFactoryTest, ReportsWhyThereIsNoDevice) {
+  std::string why;
+  if (CudaDeviceCount(&why) > 0) GTEST_SKIP() << "this machine has a device";
+  EXPECT_FALSE(why.empty());
+  BackendOptions options;
+  options.kind = BackendKind::kCuda;
+  auto backend = CreateBackend(options);
+  ASSERT_FALSE(backend.ok());
+  EXPECT_TRUE(backend.status().code() == absl::StatusCode::kFailedPrecondition ||
+              backend.status().code() == absl::StatusCode::kUnimplemented)
+      << backend.status();
+}
+
+TEST(CudaBackendFactoryTest, ParsesBackendNames) {
+  EXPECT_EQ(*ParseBackendKind("cpu"), BackendKind::kCpu);
+  EXPECT_EQ(*ParseBackendKind("cuda"), BackendKind::kCuda);
+  auto bad = ParseBackendKind("tpu");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("tpu"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tributary
