@@ -244,24 +244,16 @@ absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(BackendKind backend,
                    ParseBackendKind(args.Get("backend").value_or("cpu")));
   ASSIGN_OR_RETURN(int64_t device, args.GetInt("device", 0, 0, 1023));
-  const bool synthetic = args.Has("synthetic");
-  if (synthetic && (args.Has("model") || args.Has("tokenizer"))) {
+  if (args.Has("synthetic") && args.Has("tokenizer")) {
     return absl::InvalidArgumentError(
-        "--synthetic takes neither --model nor --tokenizer (a synthetic model "
-        "has no files)");
+        "--synthetic takes no --tokenizer (a synthetic model has no files)");
   }
-
-  std::string model_dir;
-  if (!synthetic) {
-    ASSIGN_OR_RETURN(model_dir,
-                     LocateModelDirectory(MakeModelSearch(
-                         args.Get("model"), std::getenv("TRIBUTARY_MODEL"))));
-  }
-  LogInfo("loading model ", synthetic ? "synthetic:" + *args.Get("synthetic")
-                                      : model_dir);
   ASSIGN_OR_RETURN(ModelDirectory model,
-                   synthetic ? ModelDirectory::Synthetic(*args.Get("synthetic"))
-                             : ModelDirectory::Load(model_dir));
+                   OpenModel(args.Get("synthetic"),
+                             MakeModelSearch(args.Get("model"),
+                                             std::getenv("TRIBUTARY_MODEL"))));
+  LogInfo("loaded model ", model.dir());
+  const std::string& model_dir = model.dir();
   for (const std::string& warning : model.warnings()) LogWarning(warning);
   const ModelConfig& config = model.config();
   if (prompt_tokens + output_tokens > config.max_position_embeddings) {

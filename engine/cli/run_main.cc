@@ -108,22 +108,14 @@ absl::Status Run(int argc, char** argv) {
 
   const absl::Time load_start = absl::Now();
   const bool synthetic = args.Has("synthetic");
-  if (synthetic && args.Has("model")) {
-    return absl::InvalidArgumentError("give --model or --synthetic, not both");
-  }
-  std::string model_dir;
-  if (!synthetic) {
-    ASSIGN_OR_RETURN(model_dir,
-                     LocateModelDirectory(MakeModelSearch(
-                         args.Get("model"), std::getenv("TRIBUTARY_MODEL"))));
-  }
-  LogInfo("loading model ", synthetic ? "synthetic:" + *args.Get("synthetic")
-                                      : model_dir);
   ASSIGN_OR_RETURN(ModelDirectory model,
-                   synthetic ? ModelDirectory::Synthetic(*args.Get("synthetic"))
-                             : ModelDirectory::Load(model_dir));
+                   OpenModel(args.Get("synthetic"),
+                             MakeModelSearch(args.Get("model"),
+                                             std::getenv("TRIBUTARY_MODEL"))));
+  LogInfo("loaded model ", model.dir());
   for (const std::string& warning : model.warnings()) LogWarning(warning);
   const ModelConfig& config = model.config();
+  const std::string& model_dir = model.dir();
 
   // A synthetic model has no tokenizer: token ids in, token ids out.
   std::unique_ptr<Tokenizer> tokenizer;

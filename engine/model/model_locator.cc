@@ -38,4 +38,18 @@ absl::StatusOr<std::string> LocateModelDirectory(const ModelSearch& search) {
       absl::StrJoin(search.defaults, ", "), ")"));
 }
 
+absl::StatusOr<ModelDirectory> OpenModel(
+    const std::optional<std::string>& synthetic, const ModelSearch& search) {
+  if (synthetic) {
+    if (search.flag) {
+      return absl::InvalidArgumentError(
+          "give --model DIR or --synthetic PRESET, not both");
+    }
+    return ModelDirectory::Synthetic(*synthetic);
+  }
+  absl::StatusOr<std::string> dir = LocateModelDirectory(search);
+  if (!dir.ok()) return dir.status();
+  return ModelDirectory::Load(*dir);
+}
+
 }  // namespace tributary

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/model/model_directory.h"
 
 namespace tributary {
 
@@ -34,6 +35,13 @@ ModelSearch MakeModelSearch(std::optional<std::string> flag,
 // flag or environment value is returned even if it is not a model directory
 // (loading it then names the problem).
 absl::StatusOr<std::string> LocateModelDirectory(const ModelSearch& search);
+
+// The model of a tool or the server: the synthetic model `synthetic`
+// (--synthetic PRESET, ModelDirectory::Synthetic) when set, else the
+// directory `search` finds, loaded. INVALID_ARGUMENT when both --synthetic
+// and --model are given.
+absl::StatusOr<ModelDirectory> OpenModel(
+    const std::optional<std::string>& synthetic, const ModelSearch& search);
 
 }  // namespace tributary
 

@@ -42,18 +42,25 @@ __global__ void EmbeddingGatherKernel(const int32_t* ids, ConstTyped table,
   }
 }
 
+// Σ x² over the `dim` elements of x from `base`, in every thread of the
+// block (the row-norm kernels run one block per row).
+__device__ __forceinline__ float RowSumOfSquares(ConstTyped x, int64_t base,
+                                                 int64_t dim, float* scratch) {
+  float sum_sq = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+    const float v = LoadF32(x.data, x.type, base + i);
+    sum_sq += v * v;
+  }
+  return BlockSum(sum_sq, scratch);
+}
+
 // One block per row. Each thread rereads and writes only the elements it
 // read itself, so x and out may alias.
 __global__ void RmsNormKernel(ConstTyped x, int64_t dim, ConstTyped w,
                               float eps, Typed out) {
   __shared__ float scratch[kRowThreads / kWarpSize];
   const int64_t base = blockIdx.x * dim;
-  float sum_sq = 0.0f;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-    const float v = LoadF32(x.data, x.type, base + i);
-    sum_sq += v * v;
-  }
-  sum_sq = BlockSum(sum_sq, scratch);
+  const float sum_sq = RowSumOfSquares(x, base, dim, scratch);
   const float inv_rms = rsqrtf(sum_sq / static_cast<float>(dim) + eps);
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
     const float v = LoadF32(x.data, x.type, base + i);
@@ -66,12 +73,7 @@ __global__ void GatedRmsNormKernel(ConstTyped o, ConstTyped z, int64_t dim,
                                    ConstTyped w, float eps, Typed out) {
   __shared__ float scratch[kRowThreads / kWarpSize];
   const int64_t base = blockIdx.x * dim;
-  float sum_sq = 0.0f;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-    const float v = LoadF32(o.data, o.type, base + i);
-    sum_sq += v * v;
-  }
-  sum_sq = BlockSum(sum_sq, scratch);
+  const float sum_sq = RowSumOfSquares(o, base, dim, scratch);
   const float inv_rms = rsqrtf(sum_sq / static_cast<float>(dim) + eps);
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
     const float v = LoadF32(o.data, o.type, base + i);
@@ -176,12 +178,8 @@ __global__ void SigmoidGateKernel(Typed o, ConstTyped gate, int64_t n) {
 __global__ void L2NormRowsKernel(Typed x, int64_t dim, float scale) {
   __shared__ float scratch[kRowThreads / kWarpSize];
   const int64_t base = blockIdx.x * dim;
-  float sum_sq = 0.0f;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-    const float v = LoadF32(x.data, x.type, base + i);
-    sum_sq += v * v;
-  }
-  sum_sq = BlockSum(sum_sq, scratch);
+  const float sum_sq =
+      RowSumOfSquares(ConstTyped{x.data, x.type}, base, dim, scratch);
   const float factor = scale / sqrtf(sum_sq + 1e-6f);
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
     StoreF32(x.data, x.type, base + i,

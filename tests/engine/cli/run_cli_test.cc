@@ -92,7 +92,7 @@ TEST(RunCliTest, DefaultModelPrintsOnlyTheGeneratedText) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_FALSE(r.out.empty());
   EXPECT_EQ(r.out.find("loading"), std::string::npos);  // diagnostics on stderr
-  EXPECT_NE(r.err.find("loading model"), std::string::npos);
+  EXPECT_NE(r.err.find("loaded model"), std::string::npos);
 }
 
 TEST(RunCliTest, BadInputExitsOneWithOneLine) {
@@ -110,6 +110,41 @@ TEST(RunCliTest, BadInputExitsOneWithOneLine) {
     ASSERT_NE(last_line, std::string::npos) << args << ": " << r.err;
     EXPECT_EQ(r.err.find('\n', last_line), r.err.size() - 1) << r.err;
   }
+}
+
+TEST(RunCliTest, SyntheticModelRunsOnTokenIds) {
+  const Result r = RunTool(
+      "--synthetic tiny --seed 3 --prompt-ids 1,2,3 --max-new-tokens 4");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Four generated ids, space-separated, each in the tiny vocabulary.
+  std::istringstream ids(r.out);
+  int id = -1, count = 0;
+  while (ids >> id) {
+    EXPECT_GE(id, 0);
+    EXPECT_LT(id, 512);
+    ++count;
+  }
+  EXPECT_EQ(count, 4) << r.out;
+  EXPECT_NE(r.err.find("synthetic:tiny"), std::string::npos) << r.err;
+  // The same seed, the same model and the same tokens.
+  EXPECT_EQ(RunTool("--synthetic tiny --seed 3 --prompt-ids 1,2,3 "
+                    "--max-new-tokens 4").out,
+            r.out);
+}
+
+TEST(RunCliTest, BadModelAndBackendChoicesAreNamed) {
+  Result r = RunTool("--synthetic tiny --prompt hello");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--prompt-ids"), std::string::npos) << r.err;
+  r = RunTool("--synthetic qwen9 --prompt-ids 1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("qwen9"), std::string::npos) << r.err;
+  r = RunTool("--synthetic tiny --model /nowhere --prompt-ids 1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("not both"), std::string::npos) << r.err;
+  r = RunTool("--synthetic tiny --backend tpu --prompt-ids 1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("tpu"), std::string::npos) << r.err;
 }
 
 }  // namespace
