@@ -2,6 +2,7 @@
 
 #include <ucontext.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -42,6 +43,10 @@ tributary_emulation_switch:
 #else
 #define TRIBUTARY_EMULATION_FAST_SWITCH 0
 #endif
+
+// The runtime's error state (defined below, with the runtime API).
+cudaError_t ContextError();
+void SetLastError(cudaError_t error);
 
 namespace tributary {
 namespace cuda_emulation {
@@ -246,6 +251,10 @@ uint64_t ShuffleXor(unsigned mask, uint64_t bits, int lane_mask) {
 }
 
 void RunGrid(dim3 grid, dim3 block, const std::function<void()>& body) {
+  if (ContextError() != cudaSuccess) {
+    SetLastError(ContextError());  // a dead context runs nothing
+    return;
+  }
   const uint64_t threads = uint64_t{block.x} * block.y * block.z;
   if (threads == 0 || threads > 1024 || block.z > 64) {
     Fail("invalid block size");
@@ -277,6 +286,8 @@ void RunGrid(dim3 grid, dim3 block, const std::function<void()>& body) {
 // --- Runtime API ---------------------------------------------------------------
 namespace {
 thread_local cudaError_t last_error = cudaSuccess;
+// A sticky error: once set, every call fails with it (InjectStickyError).
+std::atomic<int> context_error{cudaSuccess};
 // Allocations above this fail as out of memory (a real device's limit, and
 // what the out-of-memory test asks for).
 constexpr size_t kEmulatedMemoryBytes = size_t{64} << 30;
@@ -286,6 +297,30 @@ cudaError_t Record(cudaError_t e) {
   return e;
 }
 }  // namespace
+
+cudaError_t ContextError() {
+  return static_cast<cudaError_t>(context_error.load());
+}
+void SetLastError(cudaError_t error) { last_error = error; }
+
+namespace tributary {
+namespace cuda_emulation {
+void InjectStickyError(cudaError_t error) {
+  context_error = error;
+  last_error = error;
+}
+void ClearStickyError() {
+  context_error = cudaSuccess;
+  last_error = cudaSuccess;
+}
+}  // namespace cuda_emulation
+}  // namespace tributary
+
+// Every call but the error queries fails once the context is dead.
+#define RETURN_IF_CONTEXT_DEAD()                            \
+  do {                                                      \
+    if (ContextError() != cudaSuccess) return Record(ContextError()); \
+  } while (0)
 
 const char* cudaGetErrorName(cudaError_t error) {
   switch (error) {
@@ -310,7 +345,7 @@ const char* cudaGetErrorString(cudaError_t error) {
 
 cudaError_t cudaGetLastError() {
   const cudaError_t e = last_error;
-  last_error = cudaSuccess;
+  last_error = ContextError();  // a sticky error stays
   return e;
 }
 
@@ -322,10 +357,12 @@ cudaError_t cudaGetDeviceCount(int* count) {
 }
 
 cudaError_t cudaSetDevice(int device) {
+  RETURN_IF_CONTEXT_DEAD();
   return Record(device == 0 ? cudaSuccess : cudaErrorInvalidDevice);
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  RETURN_IF_CONTEXT_DEAD();
   if (device != 0) return Record(cudaErrorInvalidDevice);
   std::snprintf(prop->name, sizeof prop->name, "CPU emulation");
   prop->totalGlobalMem = kEmulatedMemoryBytes;
@@ -335,15 +372,23 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned /*flags*/) {
+  RETURN_IF_CONTEXT_DEAD();
   static int dummy;
   *stream = reinterpret_cast<cudaStream_t>(&dummy);
   return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t) {
+  RETURN_IF_CONTEXT_DEAD();
+  return cudaSuccess;
+}
 cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize() {
+  RETURN_IF_CONTEXT_DEAD();
+  return cudaSuccess;
+}
 
 cudaError_t cudaMalloc(void** pointer, size_t bytes) {
+  RETURN_IF_CONTEXT_DEAD();
   *pointer = nullptr;
   if (bytes > kEmulatedMemoryBytes) return Record(cudaErrorMemoryAllocation);
   // 256-byte alignment, as cudaMalloc guarantees.
@@ -361,6 +406,7 @@ cudaError_t cudaFree(void* pointer) {
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes,
                        cudaMemcpyKind) {
+  RETURN_IF_CONTEXT_DEAD();
   if (bytes > 0) std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
@@ -372,6 +418,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes,
 
 cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes,
                             cudaStream_t) {
+  RETURN_IF_CONTEXT_DEAD();
   if (bytes > 0) std::memset(pointer, value, bytes);
   return cudaSuccess;
 }
@@ -434,6 +481,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
   using tributary::ElementType;
   ElementType at, bt, ct;
   if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (ContextError() != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
   if (!ToElementType(a_type, &at) || !ToElementType(b_type, &bt) ||
       !ToElementType(c_type, &ct) || compute != CUBLAS_COMPUTE_32F ||
       at != bt) {

@@ -213,6 +213,13 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
 
 namespace tributary {
 namespace cuda_emulation {
+// Puts the emulated device in the state a sticky error (an illegal address,
+// say) leaves a real one in: every later runtime call and launch fails with
+// `error`, until ClearStickyError() (which a real process cannot do: there,
+// only a restart helps). For the tests of the backend's error handling.
+void InjectStickyError(cudaError_t error);
+void ClearStickyError();
+
 template <typename... Params, typename Grid, typename Block>
 Launcher<Params...> Launch(void (*kernel)(Params...), Grid grid, Block block,
                            cudaStream_t /*stream*/) {
