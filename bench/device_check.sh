@@ -5,8 +5,9 @@
 #       Here (Debian 12 with the CUDA toolkit, no GPU needed): builds the gpu
 #       tests and tributary-gpu-bench, and copies them with the shared
 #       libraries the device image lacks (from ldd: Abseil and the like;
-#       glibc, libstdc++ and CUDA's own libraries are the image's) into
-#       .device-carry/, which git ignores.
+#       glibc and libstdc++ are the image's, the CUDA runtime is linked in,
+#       cuBLAS is the image's, loaded at run time) into .device-carry/,
+#       which git ignores.
 #
 #   bench/device_check.sh run
 #       On the device machine, through the device tool:
@@ -43,10 +44,6 @@ prepare() {
   ldd "${bins[@]}" | awk '/=> \//{print $3}' | sort -u |
     grep -Ev '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*|libcuda|libcudart|libcublas|libcublasLt)\.so' |
     while read -r lib; do cp -L "$lib" "$carry/lib/"; done
-  # libcudart is small: carried as a fallback for an image without it.
-  mkdir -p "$carry/cudart"
-  ldd "$build/bench/cuda/tributary-gpu-bench" | awk '/libcudart/{print $3}' |
-    while read -r lib; do cp -L "$lib" "$carry/cudart/"; done
   echo "$here" > "$carry/source_dir"  # baked into the tests
   grep -q '^/.device-carry/' "$here/.gitignore" 2>/dev/null ||
     echo "device_check: add /.device-carry/ to .gitignore" >&2
@@ -67,7 +64,8 @@ run() {
     mkdir -p "$(dirname "$baked")" && ln -s "$here" "$baked"
   fi
   export LD_LIBRARY_PATH="$carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  # cuBLAS: the image's toolkit, else the pip wheel PyTorch brings.
+  # cuBLAS, which the backend loads with dlopen (the runtime is linked in
+  # statically): the image's toolkit, else the pip wheel PyTorch brings.
   if ! ldconfig -p | grep -q libcublas.so.13; then
     local dir
     for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
@@ -76,9 +74,6 @@ run() {
         export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$dir"
       fi
     done
-  fi
-  if ! ldconfig -p | grep -q libcudart.so.13; then
-    export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$carry/cudart"
   fi
   if command -v nvidia-smi > /dev/null; then
     nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem \

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/base/status_macros.h"
+#include "engine/backend/cuda/cublas_api.h"
 #include "engine/backend/cuda/cuda_api.h"
 #include "engine/backend/cuda/cuda_kernels.h"
 #include "engine/backend/cuda/cuda_status.h"
@@ -110,16 +111,20 @@ absl::Status CudaBackend::Init() {
       cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
       "cudaStreamCreate"));
   stream_ = stream;
+  ASSIGN_OR_RETURN(cublas_api_, cuda::LoadCublas());
+  const cuda::CublasApi& api = *cublas_api_;
   cublasHandle_t handle = nullptr;
-  RETURN_IF_ERROR(CublasStatus(cublasCreate(&handle), "cublasCreate"));
+  RETURN_IF_ERROR(CublasStatus(api, api.create(&handle), "cublasCreate"));
   cublas_ = handle;
-  RETURN_IF_ERROR(CublasStatus(cublasSetStream(handle, stream), "cublasSetStream"));
+  RETURN_IF_ERROR(
+      CublasStatus(api, api.set_stream(handle, stream), "cublasSetStream"));
   if (options_.cublas_workspace_bytes > 0) {
     ASSIGN_OR_RETURN(cublas_workspace_,
                      DeviceAlloc(options_.cublas_workspace_bytes, "cuBLAS workspace"));
     RETURN_IF_ERROR(CublasStatus(
-        cublasSetWorkspace(handle, cublas_workspace_,
-                           options_.cublas_workspace_bytes),
+        api,
+        api.set_workspace(handle, cublas_workspace_,
+                          options_.cublas_workspace_bytes),
         "cublasSetWorkspace"));
   }
   return absl::OkStatus();
@@ -130,7 +135,7 @@ CudaBackend::~CudaBackend() {
   // and the process is about to restart anyway.
   (void)cudaSetDevice(options_.device);
   if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
-  if (cublas_ != nullptr) (void)cublasDestroy(cublas_);
+  if (cublas_ != nullptr) (void)cublas_api_->destroy(cublas_);
   for (const auto& [data, bytes] : allocation_bytes_) (void)cudaFree(data);
   if (layout_->device != nullptr) (void)cudaFree(layout_->device);
   if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
@@ -413,7 +418,8 @@ void CudaBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& y) {
   // op(A) = Aᵀ gives [out, in]; x seen column-major is [in, T] (ldb = in).
   const float alpha = 1.0f, beta = 0.0f;
   Record(CublasStatus(
-      cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out),
+      *cublas_api_,
+      cublas_api_->gemm_ex(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out),
                    static_cast<int>(tokens), static_cast<int>(in), &alpha,
                    w.data, CudaDataType(w.type), static_cast<int>(in), x.data,
                    CudaDataType(x.type), static_cast<int>(in), &beta, y.data,

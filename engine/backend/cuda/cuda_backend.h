@@ -35,6 +35,9 @@ struct CUstream_st;
 struct cublasContext;
 
 namespace tributary {
+namespace cuda {
+struct CublasApi;
+}  // namespace cuda
 
 struct CudaBackendOptions {
   int device = 0;  // CUDA device ordinal
@@ -145,6 +148,7 @@ class CudaBackend final : public Backend {
   std::string description_;
   CUstream_st* stream_ = nullptr;
   cublasContext* cublas_ = nullptr;
+  const cuda::CublasApi* cublas_api_ = nullptr;  // loaded in Init
   void* cublas_workspace_ = nullptr;
   std::unique_ptr<DeviceLayoutBuffer> layout_;
   absl::Status pending_;  // first error since the last Synchronize

@@ -47,11 +47,12 @@ absl::Status CudaStatus(cudaError_t error, absl::string_view what) {
   }
 }
 
-absl::Status CublasStatus(cublasStatus_t status, absl::string_view what) {
+absl::Status CublasStatus(const CublasApi& api, cublasStatus_t status,
+                          absl::string_view what) {
   if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
   const std::string message =
-      absl::StrCat(what, ": cuBLAS ", cublasGetStatusName(status), ": ",
-                   cublasGetStatusString(status));
+      absl::StrCat(what, ": cuBLAS ", api.status_name(status), ": ",
+                   api.status_string(status));
   switch (status) {
     case CUBLAS_STATUS_ALLOC_FAILED:
       return absl::ResourceExhaustedError(message);

@@ -12,6 +12,7 @@
 #ifndef TRIBUTARY_ENGINE_BACKEND_CUDA_CUDA_STATUS_H_
 #define TRIBUTARY_ENGINE_BACKEND_CUDA_CUDA_STATUS_H_
 
+#include "engine/backend/cuda/cublas_api.h"
 #include "engine/backend/cuda/cuda_api.h"
 
 #include <string>
@@ -30,9 +31,10 @@ bool IsStickyError(cudaError_t error);
 absl::Status CudaStatus(cudaError_t error, absl::string_view what);
 
 // OK for CUBLAS_STATUS_SUCCESS; else "<what>: cuBLAS <name>" (RESOURCE_EXHAUSTED
-// for CUBLAS_STATUS_ALLOC_FAILED, UNAVAILABLE for an execution failure,
-// INTERNAL otherwise).
-absl::Status CublasStatus(cublasStatus_t status, absl::string_view what);
+// for CUBLAS_STATUS_ALLOC_FAILED, UNAVAILABLE for an execution failure that
+// left a sticky error, INTERNAL otherwise). `api` names the status.
+absl::Status CublasStatus(const CublasApi& api, cublasStatus_t status,
+                          absl::string_view what);
 
 // The number of CUDA devices; 0 with `why` set when there is no device or no
 // driver (what a machine without a GPU reports), an error otherwise.

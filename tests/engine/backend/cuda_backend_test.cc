@@ -25,6 +25,9 @@
 #include "engine/backend/backend_factory.h"
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/element_type.h"
+#if defined(TRIBUTARY_TEST_CUBLAS_LOADER)
+#include "engine/backend/cuda/cublas_api.h"
+#endif
 
 namespace tributary {
 namespace {
@@ -594,6 +597,23 @@ TEST(CudaBackendFactoryTest, ReportsWhyThereIsNoDevice) {
               backend.status().code() == absl::StatusCode::kUnimplemented)
       << backend.status();
 }
+
+#if defined(TRIBUTARY_TEST_CUBLAS_LOADER)
+// cuBLAS is loaded at run time (cublas_api.h): the library name and every
+// symbol must resolve wherever the toolkit is installed, GPU or not.
+TEST(CublasLoaderTest, LoadsEverySymbol) {
+  auto api = cuda::LoadCublas();
+  if (!api.ok() && api.status().message().find("cannot load") != std::string::npos) {
+    GTEST_SKIP() << "no cuBLAS on this machine: " << api.status();
+  }
+  ASSERT_TRUE(api.ok()) << api.status();
+  EXPECT_NE((*api)->gemm_ex, nullptr);
+  EXPECT_STREQ((*api)->status_name(CUBLAS_STATUS_SUCCESS), "CUBLAS_STATUS_SUCCESS");
+  auto again = cuda::LoadCublas();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *api) << "loaded once";
+}
+#endif
 
 TEST(CudaBackendFactoryTest, ParsesBackendNames) {
   EXPECT_EQ(*ParseBackendKind("cpu"), BackendKind::kCpu);
