@@ -4,6 +4,7 @@
 //   tributary-gpu-bench [--preset qwen3.5-27b] [--seed S] [--device D]
 //                       [--prefill-tokens 8192] [--context 1024]
 //                       [--batches 1,8,32] [--steps 10] [--json FILE]
+//                       [--copy-mib 2048] [--matmul-size 8192]
 //
 // 1. Ceilings: device-to-device copy bandwidth (cudaMemcpyAsync of 2 GiB,
 //    bytes read + written, median of 10) and the bf16 matrix rate (the
@@ -14,11 +15,11 @@
 //    over the measured matrix rate), then decode steps at each batch size
 //    with every sequence holding --context tokens (ms/step, median of
 //    --steps, against the floor: the bytes a step must read and write over
-//    the measured bandwidth).
+//    the measured bandwidth), and where a step's time goes (three more
+//    steps with every op synchronized and timed; --json has every op).
 // Times are host clocks around Synchronize (the backend has no events; a
 // step is long enough that the launch latency of the last op is noise).
 // A table goes to stdout; --json writes the numbers.
-#include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <chrono>
@@ -34,6 +35,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "bench/common/timing_backend.h"
+#include "engine/backend/cuda/cuda_api.h"
 #include "engine/backend/backend_factory.h"
 #include "engine/base/cli.h"
 #include "engine/base/logging.h"
@@ -62,9 +65,10 @@ absl::Status Cuda(cudaError_t e, const char* what) {
   return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(e)));
 }
 
-// Device-to-device copy bandwidth in bytes/s (read + write).
-absl::StatusOr<double> CopyBandwidth(Backend& backend) {
-  const int64_t elements = int64_t{1} << 29;  // 2 GiB of f32
+// Device-to-device copy bandwidth in bytes/s (read + write), over
+// `bytes`-sized buffers.
+absl::StatusOr<double> CopyBandwidth(Backend& backend, int64_t bytes) {
+  const int64_t elements = bytes / 4;
   ASSIGN_OR_RETURN(Tensor a, backend.Allocate(ElementType::kF32, Shape{elements}));
   ASSIGN_OR_RETURN(Tensor b, backend.Allocate(ElementType::kF32, Shape{elements}));
   backend.FillRandom(a, 1, -1.0f, 1.0f, ElementType::kF32);  // never time on zeros
@@ -83,9 +87,8 @@ absl::StatusOr<double> CopyBandwidth(Backend& backend) {
   return 2.0 * static_cast<double>(a.size_bytes()) / Median(times);
 }
 
-// bf16 matrix rate in FLOP/s through the backend's MatMul.
-absl::StatusOr<double> MatMulRate(Backend& backend) {
-  const int64_t n = 8192;
+// bf16 matrix rate in FLOP/s through the backend's MatMul, n × n × n.
+absl::StatusOr<double> MatMulRate(Backend& backend, int64_t n) {
   ASSIGN_OR_RETURN(Tensor x, backend.Allocate(ElementType::kBF16, Shape{n, n}));
   ASSIGN_OR_RETURN(Tensor w, backend.Allocate(ElementType::kBF16, Shape{n, n}));
   ASSIGN_OR_RETURN(Tensor y, backend.Allocate(ElementType::kBF16, Shape{n, n}));
@@ -134,7 +137,8 @@ absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(CliArgs args,
                    CliArgs::Parse(argc, argv,
                                   {"preset", "seed", "device", "prefill-tokens",
-                                   "context", "batches", "steps", "json"},
+                                   "context", "batches", "steps", "json",
+                                   "copy-mib", "matmul-size"},
                                   {}));
   const std::string preset = args.Get("preset").value_or("qwen3.5-27b");
   ASSIGN_OR_RETURN(int64_t seed, args.GetInt("seed", 1, 0, INT64_MAX));
@@ -143,6 +147,9 @@ absl::Status Run(int argc, char** argv) {
                    args.GetInt("prefill-tokens", 8192, 1, 1 << 20));
   ASSIGN_OR_RETURN(int64_t context, args.GetInt("context", 1024, 1, 1 << 20));
   ASSIGN_OR_RETURN(int64_t steps, args.GetInt("steps", 10, 1, 10000));
+  ASSIGN_OR_RETURN(int64_t copy_mib, args.GetInt("copy-mib", 2048, 1, 1 << 20));
+  ASSIGN_OR_RETURN(int64_t matmul_size,
+                   args.GetInt("matmul-size", 8192, 16, 65536));
   std::vector<int64_t> batches;
   for (absl::string_view piece :
        absl::StrSplit(args.Get("batches").value_or("1,8,32"), ',')) {
@@ -161,8 +168,9 @@ absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(bo));
 
   nlohmann::json report;
-  ASSIGN_OR_RETURN(const double bandwidth, CopyBandwidth(*backend));
-  ASSIGN_OR_RETURN(const double matmul_rate, MatMulRate(*backend));
+  ASSIGN_OR_RETURN(const double bandwidth,
+                   CopyBandwidth(*backend, copy_mib << 20));
+  ASSIGN_OR_RETURN(const double matmul_rate, MatMulRate(*backend, matmul_size));
   report["copy_bandwidth_bytes_per_s"] = bandwidth;
   report["bf16_matmul_flops_per_s"] = matmul_rate;
   LogInfo("ceilings: copy ", bandwidth / 1e12, " TB/s, bf16 matmul ",
@@ -173,16 +181,21 @@ absl::Status Run(int argc, char** argv) {
   const ModelBytes bytes = CountBytes(c);
   const int64_t block = 16;
   // Positions a sequence reaches: the prefill, or the context plus every
-  // decode step (two warm-up steps and the timed ones).
+  // decode step (two warm-up steps, the timed ones, three for the per-op
+  // breakdown).
   const int64_t blocks_per_seq =
-      (std::max(context + steps + 2, prefill_tokens) + block - 1) / block;
+      (std::max(context + steps + 2 + 3, prefill_tokens) + block - 1) / block;
   CacheConfig cache{blocks_per_seq * (max_batch + 1), block, max_batch + 1};
   WeightLoadOptions load;
   load.random_seed = static_cast<uint64_t>(seed);
   const auto load_start = Clock::now();
+  // The decoder runs over a timing wrapper, off except for the per-op
+  // breakdown at the end (then every op waits for its own work).
+  TimingBackend timed(backend.get(), /*synchronize=*/true);
+  timed.set_enabled(false);
   ASSIGN_OR_RETURN(std::unique_ptr<HybridDecoder> decoder,
-                   HybridDecoder::Create(c, model.weights(), backend.get(),
-                                         cache, load));
+                   HybridDecoder::Create(c, model.weights(), &timed, cache,
+                                         load));
   RETURN_IF_ERROR(backend->Synchronize());
   report["model"] = preset;
   report["weight_bytes"] = bytes.weights;
@@ -277,6 +290,29 @@ absl::Status Run(int argc, char** argv) {
       if (i >= 2) times.push_back(Seconds(start, Clock::now()));
     }
     const double ms = 1e3 * Median(times);
+    // Where a step's time goes: three more steps, each op synchronized and
+    // timed (slower in all than the steps above: the sum is a breakdown,
+    // not a step time).
+    timed.totals().clear();
+    timed.set_enabled(true);
+    const int64_t kBreakdownSteps = 3;
+    for (int64_t i = 0; i < kBreakdownSteps; ++i) {
+      for (SequenceSlice& s : step.sequences) {
+        s.first_position = context + steps + 2 + i;
+      }
+      RETURN_IF_ERROR(
+          decoder->Forward(step, ids(batch, 2000 + i), options).status());
+    }
+    timed.set_enabled(false);
+    std::vector<std::pair<double, std::string>> ops;
+    for (const auto& [key, seconds] : timed.totals()) {
+      ops.emplace_back(1e3 * seconds / kBreakdownSteps, key);
+    }
+    std::sort(ops.rbegin(), ops.rend());
+    nlohmann::json breakdown = nlohmann::json::array();
+    for (const auto& [op_ms, key] : ops) {
+      breakdown.push_back({{"op", key}, {"ms_per_step", op_ms}});
+    }
     const double state_bytes = 2.0 * static_cast<double>(c.gdn_state_bytes_per_sequence());
     const double kv_bytes = static_cast<double>(c.kv_cache_bytes_per_token()) * context;
     const double floor_bytes = (bytes.weights - bytes.embedding) +
@@ -287,7 +323,8 @@ absl::Status Run(int argc, char** argv) {
                       {"context", context},
                       {"ms_per_step", ms},
                       {"floor_ms", floor_ms},
-                      {"floor_over_measured", floor_ms / ms}});
+                      {"floor_over_measured", floor_ms / ms},
+                      {"ops_synchronized", breakdown}});
   }
   report["decode"] = decode;
 
@@ -304,7 +341,18 @@ absl::Status Run(int argc, char** argv) {
       prefill_tokens, p["seconds"].get<double>(), p["tokens_per_s"].get<double>(),
       p["flops"].get<double>() / p["seconds"].get<double>() / 1e12,
       100.0 * p["fraction_of_matmul_rate"].get<double>());
-  std::cout << "batch  context  ms/step  floor ms  floor/measured\n";
+  for (const auto& d : decode) {
+    std::cout << absl::StrFormat("\nbatch %d: the five costliest ops of a step, each synchronized (ms):",
+                                 d["batch"].get<int64_t>());
+    int shown = 0;
+    for (const auto& op : d["ops_synchronized"]) {
+      if (shown++ == 5) break;
+      std::cout << absl::StrFormat("  %s %.2f", op["op"].get<std::string>(),
+                                   op["ms_per_step"].get<double>());
+    }
+    std::cout << "\n";
+  }
+  std::cout << "\nbatch  context  ms/step  floor ms  floor/measured\n";
   for (const auto& d : decode) {
     std::cout << absl::StrFormat("%5d  %7d  %7.2f  %8.2f  %13.1f%%\n",
                                  d["batch"].get<int64_t>(),
