@@ -175,16 +175,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   if (model.synthetic()) load.random_seed = options.synthetic_seed;
   // A progress line every tenth of the weights, for backends that copy them
   // (the CPU aliases the mapped checkpoint: nothing to wait for).
-  int last_tenth = 0;
   if (options.backend != BackendKind::kCpu || model.synthetic()) {
-    load.progress = [&last_tenth](int64_t done, int64_t total) {
-      const int tenth = total > 0 ? static_cast<int>(10 * done / total) : 10;
-      if (tenth > last_tenth) {
-        last_tenth = tenth;
-        LogInfo("weights: ", 10 * tenth, "% (", done >> 20, " of ",
-                total >> 20, " MiB)");
-      }
-    };
+    load.progress = WeightLoadOptions::LogEveryTenth();
   }
   ASSIGN_OR_RETURN(impl->decoder,
                    HybridDecoder::Create(config, model.weights(),

@@ -188,6 +188,7 @@ absl::Status Run(int argc, char** argv) {
   CacheConfig cache{blocks_per_seq * (max_batch + 1), block, max_batch + 1};
   WeightLoadOptions load;
   load.random_seed = static_cast<uint64_t>(seed);
+  load.progress = WeightLoadOptions::LogEveryTenth();
   const auto load_start = Clock::now();
   // The decoder runs over a timing wrapper, off except for the per-op
   // breakdown at the end (then every op waits for its own work).

@@ -160,6 +160,9 @@ absl::Status Run(int argc, char** argv) {
   const int64_t num_blocks = (total + kBlockSize - 1) / kBlockSize;
   WeightLoadOptions load;
   if (synthetic) load.random_seed = static_cast<uint64_t>(seed);
+  if (backend_options.kind != BackendKind::kCpu) {
+    load.progress = WeightLoadOptions::LogEveryTenth();
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<HybridDecoder> decoder,
                    HybridDecoder::Create(config, model.weights(), backend.get(),
                                          {num_blocks, kBlockSize, 1}, load));

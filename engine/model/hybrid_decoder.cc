@@ -1,6 +1,7 @@
 #include "engine/model/hybrid_decoder.h"
 
 #include <algorithm>
+#include <memory>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -8,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/backend/random_fill.h"
+#include "engine/base/logging.h"
 #include "engine/base/status_macros.h"
 #include "engine/model/hybrid_decoder_step.h"
 
@@ -45,6 +47,18 @@ absl::StatusOr<ElementType> ComputeTypeOf(const TensorView& view) {
 }
 
 }  // namespace
+
+std::function<void(int64_t, int64_t)> WeightLoadOptions::LogEveryTenth() {
+  auto last_tenth = std::make_shared<int>(0);
+  return [last_tenth](int64_t done, int64_t total) {
+    const int tenth = total > 0 ? static_cast<int>(10 * done / total) : 10;
+    if (tenth > *last_tenth) {
+      *last_tenth = tenth;
+      LogInfo("weights: ", 10 * tenth, "% (", done >> 20, " of ", total >> 20,
+              " MiB)");
+    }
+  };
+}
 
 absl::Status CacheConfig::Validate() const {
   if (num_kv_blocks < 0 || num_kv_blocks > (int64_t{1} << 31) - 1) {

@@ -47,6 +47,9 @@ struct WeightLoadOptions {
   // Called after each tensor with the bytes placed so far and in all (the
   // views' sizes), e.g. for a progress line while a device backend uploads.
   std::function<void(int64_t done_bytes, int64_t total_bytes)> progress;
+
+  // A `progress` that logs a line (LogInfo) at every tenth of the weights.
+  static std::function<void(int64_t, int64_t)> LogEveryTenth();
 };
 
 struct ForwardOptions {
