@@ -36,7 +36,10 @@ message(STATUS "Tributary: CUDA backend ${TRIBUTARY_HAVE_CUDA}")
 find_package(Protobuf REQUIRED)
 find_package(gRPC CONFIG REQUIRED)
 find_package(prometheus-cpp CONFIG REQUIRED)
-# The OpenAI-compatible HTTP API (server/http_server.h): civetweb, the HTTP
-# server prometheus-cpp's exposer already runs on.
-find_package(civetweb CONFIG REQUIRED)
+# The OpenAI-compatible HTTP API (server/http_server.h): cpp-httplib with
+# TLS on OpenSSL. Debian builds it as a shared library; its pkg-config file
+# carries the CPPHTTPLIB_*_SUPPORT definitions that the library was built
+# with (they change its classes' layout, so they must match).
+pkg_check_modules(CPPHTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+find_package(OpenSSL REQUIRED)
 find_program(TRIBUTARY_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)

@@ -10,7 +10,10 @@ packages=(
   # RPC and metrics (server/, client/, proto/)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev
-  # the OpenAI-compatible HTTP API: civetweb (also under prometheus-cpp)
+  # the OpenAI-compatible HTTP API: cpp-httplib, with TLS on OpenSSL
+  libcpp-httplib-dev libssl-dev
+  # civetweb: prometheus-cpp's exposer runs on it (its CMake package looks
+  # for it), so it stays although the HTTP API no longer uses it
   libcivetweb-dev
   # tests and benchmarks: the independent Python gRPC client, promtool
   # (checks the /metrics exposition), curl

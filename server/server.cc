@@ -284,14 +284,7 @@ absl::Status Server::StartMetrics() {
 
 absl::Status Server::StartHttpApi() {
   if (config_.http_port < 0) return absl::OkStatus();
-  if (!config_.tls_cert_file.empty()) {
-    // Never a plaintext listener when TLS was asked for; and Debian 12's
-    // civetweb 1.15 crashes in the TLS handshake (also its own binary).
-    LogWarning("HTTP API off: it has no TLS yet and --tls-cert is set "
-               "(use the gRPC API, or terminate TLS in front of "
-               "--http-port with TLS off)");
-    return absl::OkStatus();
-  }
+  // The API port's TLS, mutual TLS and bearer token apply here too.
   ASSIGN_OR_RETURN(http_, HttpApiServer::Start(
                               service_context_,
                               config_.served_model_name.empty()

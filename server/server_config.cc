@@ -62,7 +62,8 @@ const char* ServerUsage() {
   --served-model-name NAME    the HTTP API's model name (default: the model
                               directory's name)
   --tls-cert FILE --tls-key FILE [--tls-client-ca FILE]
-                              TLS on the API ports (mutual TLS with a client CA)
+                              TLS on the gRPC and HTTP API ports (mutual TLS
+                              with a client CA)
   --auth-token-file FILE      require "authorization: Bearer <token>"
   --max-message-bytes N       largest request or response (4 MiB)
   --max-concurrent-streams N  HTTP/2 streams per connection (256)

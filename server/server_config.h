@@ -35,7 +35,7 @@ struct ServerConfig {
   int health_port = 50052;  // plaintext, health service only
   int metrics_port = 9464;  // HTTP /metrics
   // The OpenAI-compatible HTTP API (server/http_server.h): the gRPC port's
-  // bearer token; plaintext only, so off when TLS is configured.
+  // TLS, mutual TLS and bearer token.
   int http_port = 8000;
   int http_threads = 64;  // connections served at once (one thread each)
   // The model name of the HTTP API (--served-model-name); empty = the model

@@ -7,9 +7,11 @@ flags, drain timing).
 
   check_k8s_manifests.py --repo DIR [--kubernetes-version 1.32]
 
-Custom resources (monitoring.coreos.com: PodMonitor) have no schema in
-kubernetes-validate and their CRDs are not vendored here: they are skipped
-by the schema check, said so in the output, and checked structurally below.
+Custom resources (monitoring.coreos.com: PodMonitor; the Gateway API's
+HTTPRoute and the Inference Extension's InferencePool of deploy/gateway)
+have no schema in kubernetes-validate and their CRDs are not vendored here:
+they are skipped by the schema check, said so in the output, and checked
+structurally below.
 """
 import argparse
 import re
@@ -21,7 +23,15 @@ import kubernetes_validate
 import yaml
 
 KUSTOMIZATIONS = ["overlays/cpu", "overlays/gpu", "base", "prometheus-adapter"]
-CUSTOM_GROUPS = ("monitoring.coreos.com/",)
+# deploy/gateway: the Gateway API Inference Extension, a kustomization of
+# its own beside deploy/k8s (its CRDs are not in every cluster).
+GATEWAY = "../gateway"
+CUSTOM_GROUPS = ("monitoring.coreos.com/", "inference.networking.k8s.io/",
+                 "gateway.networking.k8s.io/")
+# What the endpoint picker reads from /metrics, by the names the server
+# exports (server/server_metrics.cc).
+EPP_METRICS = {"--total-queued-requests-metric": "tributary_requests_waiting",
+               "--kv-cache-usage-percentage-metric": "tributary_kv_cache_usage_ratio"}
 # The server's ports (server/server_config.cc defaults, design.md §5).
 API_PORT, HEALTH_PORT, METRICS_PORT, HTTP_PORT = 50051, 50052, 9464, 8000
 # Seconds the server needs after its drain grace to stop the metrics exporter
@@ -262,6 +272,118 @@ def check_adapter(docs):
             error("prometheus-adapter", "a rule does not map namespace and pod")
 
 
+def check_gateway(docs, base_docs, repo):
+    where = "gateway"
+    base = one(base_docs, "Deployment", "tributary")
+    pod_labels = base["spec"]["template"]["metadata"]["labels"]
+    namespace = base["metadata"].get("namespace")
+    for d in docs:
+        if d["metadata"].get("namespace") != namespace:
+            error(where, f"{d['kind']}/{d['metadata']['name']} is not in "
+                         f"namespace {namespace}")
+    pools = by_kind(docs, "InferencePool")
+    if len(pools) != 1:
+        error(where, "expected one InferencePool")
+        return
+    pool = pools[0]
+    pool_name = pool["metadata"]["name"]
+    spec = pool["spec"]
+    if pool["apiVersion"] != "inference.networking.k8s.io/v1":
+        error(where, f"InferencePool apiVersion {pool['apiVersion']}")
+    if set(spec) - {"selector", "targetPorts", "endpointPickerRef"}:
+        error(where, f"InferencePool has unexpected fields "
+                     f"{set(spec) - {'selector', 'targetPorts', 'endpointPickerRef'}}")
+    if set(spec.get("selector", {})) != {"matchLabels"} or not selects(
+            spec["selector"]["matchLabels"], pod_labels):
+        error(where, "the InferencePool does not select the server pods")
+    if spec.get("targetPorts") != [{"number": HTTP_PORT}]:
+        error(where, f"InferencePool targetPorts {spec.get('targetPorts')}, "
+                     f"expected the HTTP port {HTTP_PORT}")
+    ref = spec.get("endpointPickerRef", {})
+    if ref.get("failureMode", "FailClose") not in ("FailOpen", "FailClose"):
+        error(where, f"endpointPickerRef.failureMode {ref.get('failureMode')}")
+    service = one(docs, "Service", ref.get("name", ""))
+    if service is None:
+        error(where, f"endpointPickerRef names Service {ref.get('name')}, "
+                     "which is not rendered")
+        return
+    epp_port = ref.get("port", {}).get("number")
+    if epp_port not in [p["port"] for p in service["spec"]["ports"]]:
+        error(where, f"endpointPickerRef port {epp_port} is not a port of "
+                     f"Service {service['metadata']['name']}")
+
+    epps = [d for d in by_kind(docs, "Deployment")
+            if selects(service["spec"]["selector"],
+                       d["spec"]["template"]["metadata"]["labels"])]
+    if len(epps) != 1:
+        error(where, "the picker's Service does not select one Deployment")
+        return
+    epp = epps[0]
+    epp_pod = epp["spec"]["template"]
+    container = epp_pod["spec"]["containers"][0]
+    container_ports = {p["name"]: p["containerPort"]
+                       for p in container.get("ports", [])}
+    for p in service["spec"]["ports"]:
+        if p["targetPort"] not in container_ports and \
+                p["targetPort"] not in container_ports.values():
+            error(where, f"the picker's Service targets {p['targetPort']}, "
+                         "not a container port")
+    flags = dict(a.split("=", 1) for a in container.get("args", []) if "=" in a)
+    if flags.get("--pool-name") != pool_name:
+        error(where, f"the picker's --pool-name {flags.get('--pool-name')} "
+                     f"is not the pool {pool_name}")
+    if flags.get("--model-server-metrics-port") != str(METRICS_PORT):
+        error(where, "the picker does not scrape the metrics port "
+                     f"{METRICS_PORT} (--model-server-metrics-port)")
+    with open(f"{repo}/server/server_metrics.cc") as f:
+        exported = f.read()
+    for flag, metric in EPP_METRICS.items():
+        if flags.get(flag) != metric:
+            error(where, f"the picker's {flag} is {flags.get(flag)}, "
+                         f"expected {metric}")
+        if f'"{metric}"' not in exported:
+            error(where, f"{metric} is not exported by server/server_metrics.cc")
+    account = epp_pod["spec"].get("serviceAccountName")
+    bound = [s["name"] for b in by_kind(docs, "RoleBinding")
+             for s in b.get("subjects", []) if s["kind"] == "ServiceAccount"]
+    if account is None or account not in bound:
+        error(where, "the picker's service account has no RoleBinding")
+    if not any(r.get("resources") == ["inferencepools"] and "watch" in r["verbs"]
+               for role in by_kind(docs, "Role") for r in role["rules"]):
+        error(where, "no Role lets the picker watch inferencepools")
+
+    # The picker reaches the metrics port, which the base NetworkPolicy
+    # keeps for the monitoring namespace.
+    opened = False
+    for netpol in by_kind(docs, "NetworkPolicy"):
+        if not selects(netpol["spec"]["podSelector"]["matchLabels"], pod_labels):
+            continue
+        for rule in netpol["spec"].get("ingress", []):
+            ports = [p["port"] for p in rule.get("ports", [])]
+            if "metrics" not in ports and METRICS_PORT not in ports:
+                continue
+            for peer in rule.get("from", []):
+                sel = peer.get("podSelector", {}).get("matchLabels")
+                if sel is not None and "namespaceSelector" not in peer and \
+                        selects(sel, epp_pod["metadata"]["labels"]):
+                    opened = True
+    if not opened:
+        error(where, "no NetworkPolicy opens the metrics port to the picker")
+
+    routes = by_kind(docs, "HTTPRoute")
+    backends = [b for r in routes for rule in r["spec"]["rules"]
+                for b in rule.get("backendRefs", [])]
+    if not backends or any(
+            (b.get("group"), b.get("kind"), b.get("name")) !=
+            ("inference.networking.k8s.io", "InferencePool", pool_name)
+            for b in backends):
+        error(where, f"the HTTPRoute does not send to InferencePool {pool_name}")
+    if not errors:
+        print(f"OK   {where}: InferencePool {pool_name} -> port {HTTP_PORT}, "
+              f"picker scrapes {METRICS_PORT} for "
+              f"{', '.join(EPP_METRICS.values())}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repo", required=True)
@@ -286,6 +408,10 @@ def main():
         check_gpu(rendered["overlays/gpu"])
     if rendered["prometheus-adapter"]:
         check_adapter(rendered["prometheus-adapter"])
+    gateway = render(k8s_dir, GATEWAY)
+    validate_schemas("gateway", gateway, args.kubernetes_version)
+    if gateway and rendered["base"]:
+        check_gateway(gateway, rendered["base"], args.repo)
     for e in errors:
         print(f"FAIL {e}")
     print(f"check_k8s_manifests: {len(errors)} problem(s)")

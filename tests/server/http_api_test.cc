@@ -2,15 +2,18 @@
 // plain-socket HTTP/1.1 client: every endpoint streaming and not (streamed
 // text equals non-streamed text for the same seeded request), the
 // bad-request catalog (codes and OpenAI error bodies, the server keeps
-// serving), auth, the queue limit (429 + Retry-After) and a client that
-// disconnects mid-stream (its sequence is cancelled and freed).
+// serving), auth, the queue limit (429 + Retry-After), a stream written as
+// it is generated, and clients that disconnect mid-generation, streaming
+// or not (the sequence is cancelled and freed). Over TLS: http_tls_test.cc.
 #include <unistd.h>
 
+#include <cctype>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/server/server_test_util.h"
@@ -278,6 +281,71 @@ TEST(HttpApiDisconnectTest, DisconnectMidStreamFreesTheSequence) {
   EXPECT_TRUE(absl::StrContains(
       *metrics, "tributary_requests_total{finish_reason=\"cancelled\"} 1"))
       << *metrics;
+}
+
+// A client that goes away while waiting for a non-streaming answer cancels
+// its sequence too (its socket is watched while the answer is generated).
+TEST(HttpApiDisconnectTest, NonStreamingDisconnectFreesTheSequence) {
+  ServerConfig config = HttpConfig();
+  config.metrics_port = 0;
+  auto server = testing_util::TestServer::Start(config);
+  ASSERT_NE(server, nullptr);
+  for (const char* endpoint : {"/v1/completions", "/v1/chat/completions"}) {
+    SCOPED_TRACE(endpoint);
+    json request{{"model", kModel}, {"max_tokens", 1000}, {"ignore_eos", true}};
+    if (absl::StrContains(endpoint, "chat")) {
+      request["messages"] = {{{"role", "user"}, {"content", "Speak."}}};
+    } else {
+      request["prompt"] = "ROMEO:";
+    }
+    absl::StatusOr<int> fd = testing_util::HttpSend(
+        server->server->http_port(), "POST", endpoint, request.dump());
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    ASSERT_TRUE(server->WaitRunning(1));
+    ::close(*fd);
+    EXPECT_TRUE(server->WaitIdle(absl::Seconds(30)));
+  }
+  absl::StatusOr<std::string> metrics =
+      testing_util::HttpGet(server->server->metrics_port(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_TRUE(absl::StrContains(
+      *metrics, "tributary_requests_total{finish_reason=\"cancelled\"} 2"))
+      << *metrics;
+  EXPECT_TRUE(absl::StrContains(
+      *metrics, "tributary_requests_total{finish_reason=\"length\"} 0"))
+      << *metrics;
+  EXPECT_TRUE(absl::StrContains(*metrics, "tributary_requests_running 0"));
+  EXPECT_TRUE(absl::StrContains(*metrics, "tributary_requests_waiting 0"));
+}
+
+// Server-Sent Events leave as they are generated, uncompressed even for a
+// client that accepts gzip and brotli: the first event arrives while the
+// sequence is still running.
+TEST(HttpApiStreamTest, EventsLeaveAsTheyAreGenerated) {
+  auto server = testing_util::TestServer::Start(HttpConfig());
+  ASSERT_NE(server, nullptr);
+  const json request{{"model", kModel}, {"prompt", "ROMEO:"},
+                     {"max_tokens", 1000}, {"ignore_eos", true},
+                     {"stream", true}};
+  absl::StatusOr<int> fd = testing_util::HttpSend(
+      server->server->http_port(), "POST", "/v1/completions", request.dump(),
+      "Accept-Encoding: gzip, deflate, br\r\n");
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  std::string seen;
+  char buffer[4096];
+  while (!absl::StrContains(seen, "\"text_completion\"")) {
+    const ssize_t n = ::read(*fd, buffer, sizeof(buffer));
+    ASSERT_GT(n, 0) << seen;
+    seen.append(buffer, static_cast<size_t>(n));
+  }
+  EXPECT_EQ(server->server->engine().counts().num_running, 1);
+  std::string headers = seen.substr(0, seen.find("\r\n\r\n"));
+  for (char& c : headers) c = static_cast<char>(std::tolower(c));
+  EXPECT_TRUE(absl::StrContains(headers, "content-type: text/event-stream"));
+  EXPECT_TRUE(absl::StrContains(headers, "transfer-encoding: chunked"));
+  EXPECT_FALSE(absl::StrContains(headers, "content-encoding")) << headers;
+  ::close(*fd);
+  EXPECT_TRUE(server->WaitIdle(absl::Seconds(30)));
 }
 
 TEST(HttpApiAuthTest, BearerTokenAndBodyLimit) {

@@ -5,8 +5,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #include <cctype>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -52,6 +57,15 @@ std::unique_ptr<TestServer> TestServer::Start(ServerConfig config) {
     t->health = grpc::health::v1::Health::NewStub(t->health_channel);
   }
   return t;
+}
+
+bool TestServer::WaitRunning(int64_t n, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (server->engine().counts().num_running == n) return true;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  return false;
 }
 
 bool TestServer::WaitIdle(absl::Duration timeout) {
@@ -223,20 +237,10 @@ absl::StatusOr<int> HttpSend(int port, const std::string& method,
   return fd;
 }
 
-absl::StatusOr<HttpResponse> HttpRequest(int port, const std::string& method,
-                                         const std::string& path,
-                                         const std::string& body,
-                                         const std::string& extra_headers) {
-  absl::StatusOr<int> fd = HttpSend(port, method, path, body, extra_headers);
-  if (!fd.ok()) return fd.status();
-  std::string raw;
-  char buffer[65536];
-  for (;;) {
-    const ssize_t n = ::read(*fd, buffer, sizeof(buffer));
-    if (n <= 0) break;
-    raw.append(buffer, static_cast<size_t>(n));
-  }
-  ::close(*fd);
+namespace {
+
+// The status, lower-cased headers and (de-chunked) body of a raw response.
+absl::StatusOr<HttpResponse> ParseHttpResponse(const std::string& raw) {
   const size_t end = raw.find("\r\n\r\n");
   if (raw.rfind("HTTP/1.1 ", 0) != 0 || end == std::string::npos) {
     return absl::InternalError(absl::StrCat("not an HTTP response: ",
@@ -261,6 +265,151 @@ absl::StatusOr<HttpResponse> HttpRequest(int port, const std::string& method,
     pos = eol + 2 + n + 2;
   }
   return r;
+}
+
+std::string RequestText(const std::string& method, const std::string& path,
+                        const std::string& body,
+                        const std::string& extra_headers) {
+  return absl::StrCat(method, " ", path, " HTTP/1.1\r\nHost: localhost\r\n",
+                      "Connection: close\r\nContent-Type: application/json\r\n",
+                      "Content-Length: ", body.size(), "\r\n", extra_headers,
+                      "\r\n", body);
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string OpenSslErrors() {
+  std::string out;
+  while (const unsigned long e = ERR_get_error()) {
+    char text[256];
+    ERR_error_string_n(e, text, sizeof(text));
+    absl::StrAppend(&out, out.empty() ? "" : "; ", text);
+  }
+  return out.empty() ? "no OpenSSL error" : out;
+}
+
+}  // namespace
+
+absl::StatusOr<HttpResponse> HttpRequest(int port, const std::string& method,
+                                         const std::string& path,
+                                         const std::string& body,
+                                         const std::string& extra_headers) {
+  absl::StatusOr<int> fd = HttpSend(port, method, path, body, extra_headers);
+  if (!fd.ok()) return fd.status();
+  std::string raw;
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(*fd, buffer, sizeof(buffer));
+    if (n <= 0) break;
+    raw.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(*fd);
+  return ParseHttpResponse(raw);
+}
+
+bool MakeTestCertificates(const std::string& dir) {
+  const std::string o = TRIBUTARY_OPENSSL;
+  const std::string q = " 2>>" + dir + "/openssl.log";
+  const std::string commands[] = {
+      "mkdir -p " + dir,
+      o + " req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=test-ca"
+          " -keyout " + dir + "/ca.key -out " + dir + "/ca.pem" + q,
+      o + " req -newkey rsa:2048 -nodes -subj /CN=localhost"
+          " -keyout " + dir + "/server.key -out " + dir + "/server.csr" + q,
+      "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1' > " + dir + "/san.ext",
+      o + " x509 -req -in " + dir + "/server.csr -CA " + dir + "/ca.pem"
+          " -CAkey " + dir + "/ca.key -CAcreateserial -days 1 -extfile " +
+          dir + "/san.ext -out " + dir + "/server.pem" + q,
+      o + " req -newkey rsa:2048 -nodes -subj /CN=test-client"
+          " -keyout " + dir + "/client.key -out " + dir + "/client.csr" + q,
+      o + " x509 -req -in " + dir + "/client.csr -CA " + dir + "/ca.pem"
+          " -CAkey " + dir + "/ca.key -CAcreateserial -days 1 -out " + dir +
+          "/client.pem" + q,
+  };
+  for (const std::string& c : commands) {
+    if (std::system(c.c_str()) != 0) {
+      ADD_FAILURE() << "failed: " << c << "\n" << ReadText(dir + "/openssl.log");
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::StatusOr<std::unique_ptr<TlsConnection>> TlsConnection::Send(
+    int port, const TlsClientOptions& tls, const std::string& method,
+    const std::string& path, const std::string& body,
+    const std::string& extra_headers) {
+  std::unique_ptr<TlsConnection> c(new TlsConnection());
+  ERR_clear_error();
+  c->ctx_ = SSL_CTX_new(TLS_client_method());
+  if (c->ctx_ == nullptr) return absl::InternalError(OpenSslErrors());
+  SSL_CTX_set_verify(c->ctx_, SSL_VERIFY_PEER, nullptr);
+  if (SSL_CTX_load_verify_locations(c->ctx_, tls.ca_file.c_str(), nullptr) != 1) {
+    return absl::InternalError("cannot load " + tls.ca_file);
+  }
+  if (!tls.cert_file.empty() &&
+      (SSL_CTX_use_certificate_chain_file(c->ctx_, tls.cert_file.c_str()) != 1 ||
+       SSL_CTX_use_PrivateKey_file(c->ctx_, tls.key_file.c_str(),
+                                   SSL_FILETYPE_PEM) != 1)) {
+    return absl::InternalError("cannot load " + tls.cert_file);
+  }
+  c->fd_ = ConnectLoopback(port);
+  if (c->fd_ < 0) return absl::UnavailableError(absl::StrCat("connect ", port));
+  c->ssl_ = SSL_new(c->ctx_);
+  SSL_set_fd(c->ssl_, c->fd_);
+  SSL_set_tlsext_host_name(c->ssl_, "localhost");
+  SSL_set1_host(c->ssl_, "localhost");
+  if (SSL_connect(c->ssl_) != 1) {
+    return absl::UnavailableError("TLS handshake: " + OpenSslErrors());
+  }
+  const std::string request = RequestText(method, path, body, extra_headers);
+  if (SSL_write(c->ssl_, request.data(), static_cast<int>(request.size())) !=
+      static_cast<int>(request.size())) {
+    // TLS 1.3: a refused client certificate shows here or at the first read.
+    return absl::UnavailableError("TLS write: " + OpenSslErrors());
+  }
+  return c;
+}
+
+TlsConnection::~TlsConnection() {
+  if (ssl_ != nullptr) SSL_free(ssl_);
+  if (ctx_ != nullptr) SSL_CTX_free(ctx_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+int TlsConnection::Read(char* buffer, int size) {
+  return SSL_read(ssl_, buffer, size);
+}
+
+std::string TlsConnection::ReadAll() {
+  std::string raw;
+  char buffer[65536];
+  for (;;) {
+    const int n = Read(buffer, sizeof(buffer));
+    if (n <= 0) break;
+    raw.append(buffer, static_cast<size_t>(n));
+  }
+  return raw;
+}
+
+absl::StatusOr<HttpResponse> HttpsRequest(int port, const TlsClientOptions& tls,
+                                          const std::string& method,
+                                          const std::string& path,
+                                          const std::string& body,
+                                          const std::string& extra_headers) {
+  absl::StatusOr<std::unique_ptr<TlsConnection>> c =
+      TlsConnection::Send(port, tls, method, path, body, extra_headers);
+  if (!c.ok()) return c.status();
+  const std::string raw = (*c)->ReadAll();
+  if (raw.empty()) {
+    return absl::UnavailableError("no response: " + OpenSslErrors());
+  }
+  return ParseHttpResponse(raw);
 }
 
 std::vector<std::string> SseData(const std::string& body) {

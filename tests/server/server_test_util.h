@@ -15,6 +15,9 @@
 #include "server/server.h"
 #include "tributary/v1/tributary.grpc.pb.h"
 
+struct ssl_ctx_st;  // OpenSSL's SSL_CTX and SSL
+struct ssl_st;
+
 namespace tributary {
 namespace testing_util {
 
@@ -32,6 +35,8 @@ struct TestServer {
   // Waits until the engine has no request left and every KV block and
   // state slot is free again; false on timeout.
   bool WaitIdle(absl::Duration timeout = absl::Seconds(30));
+  // Waits until the engine runs exactly `n` sequences; false on timeout.
+  bool WaitRunning(int64_t n, absl::Duration timeout = absl::Seconds(30));
 };
 
 // A greedy request for `max_new_tokens` tokens that ignores EOS.
@@ -72,6 +77,48 @@ absl::StatusOr<HttpResponse> HttpRequest(int port, const std::string& method,
                                          const std::string& extra_headers = "");
 // The "data: " payloads of a Server-Sent Events body, in order.
 std::vector<std::string> SseData(const std::string& body);
+
+// Makes, with the openssl command, a throw-away CA (ca.pem), a server
+// certificate for localhost and 127.0.0.1 (server.{pem,key}) and a client
+// certificate (client.{pem,key}) signed by the CA, in `dir` (created);
+// false (with a test failure naming the command) on failure.
+bool MakeTestCertificates(const std::string& dir);
+
+// The same HTTP/1.1 exchange over TLS (OpenSSL): the server must present
+// a certificate for "localhost" signed by `ca_file`; `cert_file` and
+// `key_file` (both or neither) are the client's certificate. An error when
+// the handshake or the exchange fails (e.g. a mutual-TLS server refused us).
+struct TlsClientOptions {
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+};
+absl::StatusOr<HttpResponse> HttpsRequest(
+    int port, const TlsClientOptions& tls, const std::string& method,
+    const std::string& path, const std::string& body,
+    const std::string& extra_headers = "");
+
+// A TLS connection with a request sent on it, to read from (or close)
+// yourself.
+class TlsConnection {
+ public:
+  static absl::StatusOr<std::unique_ptr<TlsConnection>> Send(
+      int port, const TlsClientOptions& tls, const std::string& method,
+      const std::string& path, const std::string& body,
+      const std::string& extra_headers = "");
+  // Closes the socket without a close_notify: a client that vanishes.
+  ~TlsConnection();
+  // Up to `size` bytes; 0 at the end, < 0 on an error.
+  int Read(char* buffer, int size);
+  // Everything until the server closes.
+  std::string ReadAll();
+
+ private:
+  TlsConnection() = default;
+  ssl_ctx_st* ctx_ = nullptr;
+  ssl_st* ssl_ = nullptr;
+  int fd_ = -1;
+};
 
 }  // namespace testing_util
 }  // namespace tributary

@@ -1,6 +1,6 @@
 // TLS and mutual TLS on the API port, with certificates made at test time
-// by the openssl command (a throw-away CA, a server certificate for
-// localhost, a client certificate); the health-only port stays plaintext.
+// by the openssl command (testing_util::MakeTestCertificates); the
+// health-only port stays plaintext. The HTTP API's TLS: http_tls_test.cc.
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -23,35 +23,6 @@ std::string Read(const std::string& path) {
   return s.str();
 }
 
-// Makes ca.pem, server.{pem,key} (CN and SAN localhost) and
-// client.{pem,key} signed by the CA in `dir`; false on failure.
-bool MakeCertificates(const std::string& dir) {
-  const std::string o = TRIBUTARY_OPENSSL;
-  const std::string q = " 2>>" + dir + "/openssl.log";
-  const std::string commands[] = {
-      o + " req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=test-ca"
-          " -keyout " + dir + "/ca.key -out " + dir + "/ca.pem" + q,
-      o + " req -newkey rsa:2048 -nodes -subj /CN=localhost"
-          " -keyout " + dir + "/server.key -out " + dir + "/server.csr" + q,
-      "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1' > " + dir + "/san.ext",
-      o + " x509 -req -in " + dir + "/server.csr -CA " + dir + "/ca.pem"
-          " -CAkey " + dir + "/ca.key -CAcreateserial -days 1 -extfile " +
-          dir + "/san.ext -out " + dir + "/server.pem" + q,
-      o + " req -newkey rsa:2048 -nodes -subj /CN=test-client"
-          " -keyout " + dir + "/client.key -out " + dir + "/client.csr" + q,
-      o + " x509 -req -in " + dir + "/client.csr -CA " + dir + "/ca.pem"
-          " -CAkey " + dir + "/ca.key -CAcreateserial -days 1 -out " + dir +
-          "/client.pem" + q,
-  };
-  for (const std::string& c : commands) {
-    if (std::system(c.c_str()) != 0) {
-      ADD_FAILURE() << "failed: " << c << "\n" << Read(dir + "/openssl.log");
-      return false;
-    }
-  }
-  return true;
-}
-
 std::unique_ptr<v1::Tributary::Stub> Stub(int port,
                                           grpc::SslCredentialsOptions ssl) {
   grpc::ChannelArguments args;
@@ -70,8 +41,7 @@ grpc::StatusCode ModelInfoCode(v1::Tributary::Stub& stub) {
 
 TEST(TlsTest, TlsAndMutualTls) {
   const std::string dir = ::testing::TempDir() + "/tributary_tls";
-  ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
-  ASSERT_TRUE(MakeCertificates(dir));
+  ASSERT_TRUE(testing_util::MakeTestCertificates(dir));
   grpc::SslCredentialsOptions trusted;
   trusted.pem_root_certs = Read(dir + "/ca.pem");
   {  // TLS: a client that trusts the CA gets in; plaintext does not.
