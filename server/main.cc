@@ -27,12 +27,15 @@ absl::Status Serve(int argc, const char* const* argv, const sigset_t& signals) {
     return absl::OkStatus();
   }
   const char* env = std::getenv("TRIBUTARY_MODEL");
-  ASSIGN_OR_RETURN(
-      config.model_dir,
-      LocateModelDirectory(MakeModelSearch(
-          config.model_dir.empty() ? std::nullopt
-                                   : std::optional<std::string>(config.model_dir),
-          env)));
+  if (config.synthetic_model.empty()) {
+    ASSIGN_OR_RETURN(
+        config.model_dir,
+        LocateModelDirectory(MakeModelSearch(
+            config.model_dir.empty()
+                ? std::nullopt
+                : std::optional<std::string>(config.model_dir),
+            env)));
+  }
   const absl::Duration grace = config.drain_grace;
   ASSIGN_OR_RETURN(std::unique_ptr<Server> server, Server::Start(config));
 

@@ -62,8 +62,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
 absl::Status Server::Init(ServerConfig config) {
   config_ = std::move(config);
   const absl::Time load_start = absl::Now();
-  LogInfo("loading model from ", config_.model_dir, " ...");
-  absl::StatusOr<ModelDirectory> model = ModelDirectory::Load(config_.model_dir);
+  const bool synthetic = !config_.synthetic_model.empty();
+  LogInfo("loading model ",
+          synthetic ? "synthetic:" + config_.synthetic_model
+                    : "from " + config_.model_dir,
+          " ...");
+  absl::StatusOr<ModelDirectory> model =
+      synthetic ? ModelDirectory::Synthetic(config_.synthetic_model)
+                : ModelDirectory::Load(config_.model_dir);
   if (!model.ok()) {
     return absl::Status(model.status().code(),
                         absl::StrCat("loading the model: ",
@@ -100,6 +106,9 @@ absl::Status Server::Init(ServerConfig config) {
   eo.model = &*model_;
   eo.tokenizer = tokenizer_.get();
   eo.num_threads = config_.num_threads;
+  eo.backend = config_.backend;
+  eo.cuda_device = config_.cuda_device;
+  eo.synthetic_seed = config_.synthetic_seed;
   eo.engine_cpus = config_.engine_cpus;
   eo.scheduler.max_running_sequences = config_.max_running;
   eo.scheduler.max_tokens_per_step = config_.max_tokens_per_step;

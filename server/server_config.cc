@@ -51,6 +51,12 @@ const char* ServerUsage() {
 
   --model DIR                 model directory (else $TRIBUTARY_MODEL, the
                               installed default model, models/tiny-shakespeare)
+  --synthetic PRESET          instead: random weights of a published shape,
+                              made on the backend (qwen3.5-27b, -9b, -4b, -2b,
+                              -0.8b, tiny); token-id prompts only
+  --synthetic-seed N          the synthetic weights' seed (1)
+  --backend cpu|cuda          where the model runs (cpu)
+  --cuda-device N             the CUDA device (0)
   --threads N                 compute threads (0 = every core)
   --engine-cpus LIST          cores for the engine thread, e.g. 0 (default any)
   --host ADDR                 listen address (default 127.0.0.1; 0.0.0.0 in pods)
@@ -86,6 +92,10 @@ const char* ServerUsage() {
 }
 
 absl::Status ServerConfig::Validate() const {
+  if (!synthetic_model.empty() && !model_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "give --model DIR or --synthetic PRESET, not both");
+  }
   RETURN_IF_ERROR(CheckPort("port", api_port, false));
   RETURN_IF_ERROR(CheckPort("health-port", health_port, true));
   RETURN_IF_ERROR(CheckPort("metrics-port", metrics_port, true));
@@ -129,7 +139,8 @@ absl::StatusOr<ServerConfig> ParseServerFlags(int argc, const char* const* argv,
   ASSIGN_OR_RETURN(
       CliArgs args,
       CliArgs::Parse(argc, argv,
-                     {"model", "threads", "host", "port", "health-port",
+                     {"model", "synthetic", "synthetic-seed", "backend",
+                      "cuda-device", "threads", "host", "port", "health-port",
                       "metrics-port", "tls-cert", "tls-key", "tls-client-ca",
                       "auth-token-file", "max-message-bytes",
                       "max-concurrent-streams", "max-waiting",
@@ -148,6 +159,13 @@ absl::StatusOr<ServerConfig> ParseServerFlags(int argc, const char* const* argv,
   }
   ServerConfig c;
   c.model_dir = args.GetOr("model", "");
+  c.synthetic_model = args.GetOr("synthetic", "");
+  ASSIGN_OR_RETURN(long long synthetic_seed,
+                   args.GetInt("synthetic-seed", 1, 0, INT64_MAX));
+  c.synthetic_seed = static_cast<uint64_t>(synthetic_seed);
+  ASSIGN_OR_RETURN(c.backend, ParseBackendKind(args.GetOr("backend", "cpu")));
+  ASSIGN_OR_RETURN(long long cuda_device, args.GetInt("cuda-device", 0, 0, 1023));
+  c.cuda_device = static_cast<int>(cuda_device);
   ASSIGN_OR_RETURN(long long threads, args.GetInt("threads", 0, 0, 1024));
   c.num_threads = static_cast<int>(threads);
   if (auto cpus = args.Get("engine-cpus")) {

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "engine/backend/backend_factory.h"
 
 namespace tributary {
 
@@ -22,6 +23,14 @@ struct ServerConfig {
   // --model; when empty, $TRIBUTARY_MODEL, then the installed default
   // model, then models/tiny-shakespeare in the source tree.
   std::string model_dir;
+  // --synthetic PRESET: a model of a published shape with random weights
+  // made on the backend (--synthetic-seed), instead of a directory; it has
+  // no tokenizer (token-id prompts) and no stop tokens.
+  std::string synthetic_model;
+  uint64_t synthetic_seed = 1;
+  // --backend cpu|cuda, and --cuda-device N.
+  BackendKind backend = BackendKind::kCpu;
+  int cuda_device = 0;
   // CpuBackend compute threads (--threads); 0 = every core.
   int num_threads = 0;
   // Cores for the engine thread (--engine-cpus 0,1); empty = any. With

@@ -390,6 +390,55 @@ TEST(ServerRpcTest, InterventionsOverTheApi) {
   EXPECT_TRUE(t->WaitIdle());
 }
 
+// --synthetic: a model of a published shape (here the test preset) with
+// random weights, no files: token-id prompts in, token ids out.
+TEST(ServerRpcTest, SyntheticModelServesTokenIds) {
+  ServerConfig config = TestServerConfig();
+  config.model_dir.clear();
+  config.synthetic_model = "tiny";
+  config.synthetic_seed = 5;
+  auto server = TestServer::Start(config);
+  ASSERT_NE(server, nullptr);
+  v1::GenerateRequest request;
+  for (int32_t id : {3, 14, 15, 92}) request.mutable_token_ids()->add_ids(id);
+  request.mutable_sampling()->set_temperature(0.0f);
+  request.mutable_stopping()->set_max_new_tokens(6);
+  request.mutable_response()->set_return_token_ids(true);
+  v1::GenerateResponse first, second;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(server->stub->Generate(&context, request, &first).ok());
+  }
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(server->stub->Generate(&context, request, &second).ok());
+  }
+  ASSERT_EQ(first.token_ids().size(), 6);
+  for (int32_t id : first.token_ids()) {
+    EXPECT_GE(id, 0);
+    EXPECT_LT(id, 512);
+  }
+  EXPECT_EQ(std::vector<int32_t>(first.token_ids().begin(), first.token_ids().end()),
+            std::vector<int32_t>(second.token_ids().begin(), second.token_ids().end()));
+  grpc::ClientContext context;
+  v1::GetModelInfoRequest info_request;
+  v1::ModelInfo info;
+  ASSERT_TRUE(server->stub->GetModelInfo(&context, info_request, &info).ok());
+  EXPECT_EQ(info.model_name(), "synthetic:tiny");
+  // A text prompt needs a tokenizer, which a synthetic model has not.
+  v1::GenerateRequest text = GreedyRequest("hello", 2);
+  grpc::ClientContext text_context;
+  v1::GenerateResponse unused;
+  const grpc::Status status = server->stub->Generate(&text_context, text, &unused);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << status.error_message();
+
+  ServerConfig both = TestServerConfig();
+  both.synthetic_model = "tiny";
+  EXPECT_THAT(std::string(Server::Start(both).status().message()),
+              HasSubstr("not both"));
+}
+
 TEST(ServerRpcTest, ModelThatFailsToLoadIsAnError) {
   ServerConfig config = TestServerConfig();
   config.model_dir = "/nonexistent/model";
