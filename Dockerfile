@@ -7,12 +7,14 @@
 #
 # CPU (the defaults, plain Debian 12):
 #   docker build -t tributary:cpu .
-# GPU (NVIDIA CUDA images; both stages must be the same distribution and
+# GPU (NVIDIA CUDA 13 images; both stages must be the same distribution and
 # release, since the runtime stage installs the packages the build stage's
-# binaries were linked against):
+# binaries were linked against; the CUDA runtime is linked into the server,
+# and cuBLAS, which it loads at run time (engine/backend/cuda/cublas_api.h),
+# comes with the CUDA runtime image, not from ldd):
 #   docker build -t tributary:gpu \
-#     --build-arg BUILD_IMAGE=nvidia/cuda:12.6.3-devel-ubuntu24.04 \
-#     --build-arg RUNTIME_IMAGE=nvidia/cuda:12.6.3-runtime-ubuntu24.04 .
+#     --build-arg BUILD_IMAGE=nvidia/cuda:13.0.0-devel-ubuntu24.04 \
+#     --build-arg RUNTIME_IMAGE=nvidia/cuda:13.0.0-runtime-ubuntu24.04 .
 # Without a registry: scripts/build-image.sh (podman, debootstrap).
 # Why each choice: deploy/README.md.
 
