@@ -59,6 +59,11 @@ EngineOptions SmallEngineOptions(int64_t num_kv_blocks,
   options.scheduler.max_waiting = 256;
   options.residual_stats = false;
   options.seed_generator_seed = 1234;
+#if defined(TRIBUTARY_ENGINE_TESTS_ON_CUDA)
+  // engine_cuda_emulated_test: the same tests with the CUDA backend (on its
+  // CPU emulation).
+  options.backend = BackendKind::kCuda;
+#endif
   return options;
 }
 

@@ -493,20 +493,33 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
   }
   const float a_scale = *static_cast<const float*>(alpha);
   const float c_scale = *static_cast<const float*>(beta);
-  // Element (i, j) of a column-major matrix with leading dimension ld is at
+  // op(A) as f32 rows [m][k] and op(B) as f32 columns [n][k], widened once,
+  // so that each C(i, j) is a dot product of two contiguous rows. Element
+  // (i, j) of a column-major matrix with leading dimension ld is at
   // i + j · ld; op(A)(i, p) is A(i, p) or A(p, i).
+  std::vector<float> a_rows(static_cast<size_t>(m) * k), b_cols(static_cast<size_t>(n) * k);
+  for (int i = 0; i < m; ++i) {
+    for (int p = 0; p < k; ++p) {
+      const size_t ai = transa == CUBLAS_OP_N
+                            ? static_cast<size_t>(i) + static_cast<size_t>(p) * lda
+                            : static_cast<size_t>(p) + static_cast<size_t>(i) * lda;
+      a_rows[static_cast<size_t>(i) * k + p] = tributary::LoadAsF32(A, at, ai);
+    }
+  }
   for (int j = 0; j < n; ++j) {
+    for (int p = 0; p < k; ++p) {
+      const size_t bi = transb == CUBLAS_OP_N
+                            ? static_cast<size_t>(p) + static_cast<size_t>(j) * ldb
+                            : static_cast<size_t>(j) + static_cast<size_t>(p) * ldb;
+      b_cols[static_cast<size_t>(j) * k + p] = tributary::LoadAsF32(B, bt, bi);
+    }
+  }
+  for (int j = 0; j < n; ++j) {
+    const float* bj = b_cols.data() + static_cast<size_t>(j) * k;
     for (int i = 0; i < m; ++i) {
+      const float* ai = a_rows.data() + static_cast<size_t>(i) * k;
       float sum = 0.0f;
-      for (int p = 0; p < k; ++p) {
-        const size_t ai = transa == CUBLAS_OP_N
-                              ? static_cast<size_t>(i) + static_cast<size_t>(p) * lda
-                              : static_cast<size_t>(p) + static_cast<size_t>(i) * lda;
-        const size_t bi = transb == CUBLAS_OP_N
-                              ? static_cast<size_t>(p) + static_cast<size_t>(j) * ldb
-                              : static_cast<size_t>(j) + static_cast<size_t>(p) * ldb;
-        sum += tributary::LoadAsF32(A, at, ai) * tributary::LoadAsF32(B, bt, bi);
-      }
+      for (int p = 0; p < k; ++p) sum += ai[p] * bj[p];
       const size_t ci = static_cast<size_t>(i) + static_cast<size_t>(j) * ldc;
       const float old = c_scale == 0.0f ? 0.0f : tributary::LoadAsF32(C, ct, ci);
       StoreAs(C, ct, ci, a_scale * sum + c_scale * old);
