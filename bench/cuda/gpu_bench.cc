@@ -108,26 +108,22 @@ absl::StatusOr<double> MatMulRate(Backend& backend, int64_t n) {
   return 2.0 * static_cast<double>(n) * n * n / Median(times);
 }
 
-// What the model's weights take, from the tensor table: every element in
-// bf16 except A_log and the GDN norm (f32), as SyntheticModelWeights.
+// What the model's weights take, from its views (their dtypes and sizes
+// are the synthetic model's: SyntheticModelWeights).
 struct ModelBytes {
   double weights = 0;     // all of them
   double embedding = 0;   // the table: only gathered rows are read
   double matrix_params_per_token = 0;  // parameters a token multiplies by
 };
 
-ModelBytes CountBytes(const ModelConfig& c) {
+ModelBytes CountBytes(const ModelWeights& w) {
   ModelBytes m;
-  for (const TensorSpec& spec : DecoderTensorSpecs(c)) {
-    double n = 1;
-    for (int64_t e : spec.shape) n *= static_cast<double>(e);
-    const bool f32 = spec.name.find("A_log") != std::string::npos ||
-                     spec.name.find("linear_attn.norm") != std::string::npos;
-    m.weights += n * (f32 ? 4 : 2);
-    if (spec.name.find("embed_tokens") != std::string::npos) {
-      m.embedding = n * 2;
-    } else if (spec.shape.size() == 2 && spec.name.find("lm_head") == std::string::npos) {
-      m.matrix_params_per_token += n;
+  for (const TensorView* v : AllViews(w)) {
+    m.weights += static_cast<double>(v->size_bytes);
+    if (v == &w.embed_tokens) {
+      m.embedding = static_cast<double>(v->size_bytes);
+    } else if (v->shape.size() == 2 && v != &w.lm_head) {
+      m.matrix_params_per_token += static_cast<double>(v->num_elements());
     }
   }
   return m;
@@ -178,7 +174,7 @@ absl::Status Run(int argc, char** argv) {
 
   ASSIGN_OR_RETURN(ModelDirectory model, ModelDirectory::Synthetic(preset));
   const ModelConfig& c = model.config();
-  const ModelBytes bytes = CountBytes(c);
+  const ModelBytes bytes = CountBytes(model.weights());
   const int64_t block = 16;
   // Positions a sequence reaches: the prefill, or the context plus every
   // decode step (two warm-up steps, the timed ones, three for the per-op

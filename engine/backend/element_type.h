@@ -113,6 +113,38 @@ inline float LoadAsF32(const void* data, ElementType type, size_t i) {
   return 0.0f;
 }
 
+// Stores `value` as element i of a buffer of `type`, rounded to nearest
+// even (kI32: truncated).
+inline void StoreFromF32(void* data, ElementType type, size_t i, float value) {
+  switch (type) {
+    case ElementType::kF32:
+      static_cast<float*>(data)[i] = value;
+      return;
+    case ElementType::kBF16:
+      static_cast<uint16_t*>(data)[i] = F32ToBf16(value);
+      return;
+    case ElementType::kF16:
+      static_cast<uint16_t*>(data)[i] = F32ToF16(value);
+      return;
+    case ElementType::kI32:
+      static_cast<int32_t*>(data)[i] = static_cast<int32_t>(value);
+      return;
+  }
+}
+
+// `value` as a store in `type` would read it back (the rounding a stored
+// value carries).
+inline float RoundToType(ElementType type, float value) {
+  switch (type) {
+    case ElementType::kBF16:
+      return Bf16ToF32(F32ToBf16(value));
+    case ElementType::kF16:
+      return F16ToF32(F32ToF16(value));
+    default:
+      return value;
+  }
+}
+
 }  // namespace tributary
 
 #endif  // TRIBUTARY_ENGINE_BACKEND_ELEMENT_TYPE_H_

@@ -180,30 +180,9 @@ absl::Status HybridDecoder::ImportWeights(const ModelWeights& w,
   const ModelConfig& c = *config_;
   load_ = load;
   loaded_bytes_ = 0;
-  total_weight_bytes_ = static_cast<int64_t>(
-      w.embed_tokens.size_bytes + w.final_norm.size_bytes +
-      (w.tied_embeddings ? 0 : w.lm_head.size_bytes));
-  for (const LayerWeights& lw : w.layers) {
-    for (const TensorView* v :
-         {&lw.input_layernorm, &lw.post_attention_layernorm, &lw.mlp.gate_proj,
-          &lw.mlp.up_proj, &lw.mlp.down_proj}) {
-      total_weight_bytes_ += static_cast<int64_t>(v->size_bytes);
-    }
-    if (lw.attention) {
-      const AttentionWeights& a = *lw.attention;
-      for (const TensorView* v : {&a.q_proj, &a.k_proj, &a.v_proj, &a.o_proj,
-                                  &a.q_norm, &a.k_norm}) {
-        total_weight_bytes_ += static_cast<int64_t>(v->size_bytes);
-      }
-    }
-    if (lw.linear_attention) {
-      const LinearAttentionWeights& g = *lw.linear_attention;
-      for (const TensorView* v :
-           {&g.in_proj_qkv, &g.in_proj_z, &g.in_proj_b, &g.in_proj_a,
-            &g.conv1d, &g.dt_bias, &g.a_log, &g.norm, &g.out_proj}) {
-        total_weight_bytes_ += static_cast<int64_t>(v->size_bytes);
-      }
-    }
+  total_weight_bytes_ = 0;
+  for (const TensorView* v : AllViews(w)) {
+    total_weight_bytes_ += static_cast<int64_t>(v->size_bytes);
   }
   auto matrix = [&](const TensorView& v) {
     return Import(v, Shape{v.shape[0], v.shape[1]}, WeightRole::kMatrix);

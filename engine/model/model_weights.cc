@@ -230,6 +230,30 @@ std::vector<TensorSpec> DecoderTensorSpecs(const ModelConfig& c) {
   return r.Take();
 }
 
+std::vector<const TensorView*> AllViews(const ModelWeights& w) {
+  std::vector<const TensorView*> views = {&w.embed_tokens};
+  for (const LayerWeights& lw : w.layers) {
+    views.insert(views.end(),
+                 {&lw.input_layernorm, &lw.post_attention_layernorm});
+    if (lw.attention) {
+      const AttentionWeights& a = *lw.attention;
+      views.insert(views.end(), {&a.q_proj, &a.k_proj, &a.v_proj, &a.o_proj,
+                                 &a.q_norm, &a.k_norm});
+    }
+    if (lw.linear_attention) {
+      const LinearAttentionWeights& g = *lw.linear_attention;
+      views.insert(views.end(),
+                   {&g.in_proj_qkv, &g.in_proj_z, &g.in_proj_b, &g.in_proj_a,
+                    &g.conv1d, &g.dt_bias, &g.a_log, &g.norm, &g.out_proj});
+    }
+    views.insert(views.end(),
+                 {&lw.mlp.gate_proj, &lw.mlp.up_proj, &lw.mlp.down_proj});
+  }
+  views.push_back(&w.final_norm);
+  if (!w.tied_embeddings) views.push_back(&w.lm_head);
+  return views;
+}
+
 ModelWeights SyntheticModelWeights(const ModelConfig& c, DType dtype) {
   ShapeOnly r(dtype);
   const std::string prefix = c.weights_prefix();

@@ -67,6 +67,10 @@ struct ModelWeights {
   std::vector<std::string> warnings;
 };
 
+// Every distinct tensor of `weights`, in load order (a tied lm_head once,
+// as the embedding): for totals over the weights.
+std::vector<const TensorView*> AllViews(const ModelWeights& weights);
+
 // A tensor the decoder reads: its checkpoint name and shape.
 struct TensorSpec {
   std::string name;

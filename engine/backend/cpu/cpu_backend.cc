@@ -123,24 +123,12 @@ void CpuBackend::ZeroRows(const Tensor& tensor, int64_t row_begin,
 
 void CpuBackend::FillRandom(const Tensor& tensor, uint64_t seed, float low,
                             float high, ElementType value_type) {
+  if (tensor.type == ElementType::kI32) return;  // not a float tensor
   const int64_t n = tensor.num_elements();
   for (int64_t i = 0; i < n; ++i) {
-    float value = RandomUniform(seed, static_cast<uint64_t>(i), low, high);
-    if (value_type == ElementType::kBF16) value = Bf16ToF32(F32ToBf16(value));
-    if (value_type == ElementType::kF16) value = F16ToF32(F32ToF16(value));
-    switch (tensor.type) {
-      case ElementType::kF32:
-        tensor.as<float>()[i] = value;
-        break;
-      case ElementType::kBF16:
-        tensor.as<uint16_t>()[i] = F32ToBf16(value);
-        break;
-      case ElementType::kF16:
-        tensor.as<uint16_t>()[i] = F32ToF16(value);
-        break;
-      case ElementType::kI32:  // not a float tensor: left as it is
-        return;
-    }
+    const float value = RoundToType(
+        value_type, RandomUniform(seed, static_cast<uint64_t>(i), low, high));
+    StoreFromF32(tensor.data, tensor.type, static_cast<size_t>(i), value);
   }
 }
 

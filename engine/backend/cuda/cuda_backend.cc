@@ -343,7 +343,6 @@ absl::Status CudaBackend::SetBatchLayout(const BatchLayout& layout) {
     d.first_position = static_cast<int32_t>(s.first_position);
     d.state_slot = s.state_slot;
     d.block_table_offset = static_cast<int32_t>(block_offset);
-    d.num_blocks = static_cast<int32_t>(s.block_table.size());
     std::memcpy(sequences + i * kSequenceWords, &d, sizeof d);
     for (int64_t t = 0; t < s.num_tokens; ++t) {
       token_sequence[s.token_offset + t] = static_cast<int32_t>(i);
@@ -549,11 +548,8 @@ void CudaBackend::AddScaledVector(const Tensor& x, int64_t row_begin,
                "AddScaledVector: an f32 vector of the row width, rows inside")) {
     return;
   }
-  const int64_t dim = x.cols();
-  Typed rows{static_cast<char*>(x.data) +
-                 row_begin * dim * ElementTypeSizeBytes(x.type),
-             x.type};
-  cuda::LaunchAddScaledVector(rows, row_end - row_begin, dim, v.as<float>(),
+  cuda::LaunchAddScaledVector(Out(RowRange(x, row_begin, row_end)),
+                              row_end - row_begin, x.cols(), v.as<float>(),
                               scale, stream_);
   CheckLaunch("AddScaledVector");
 }
@@ -567,12 +563,8 @@ void CudaBackend::ProjectOut(const Tensor& x, int64_t row_begin,
                "ProjectOut: an f32 direction of the row width, rows inside")) {
     return;
   }
-  const int64_t dim = x.cols();
-  Typed rows{static_cast<char*>(x.data) +
-                 row_begin * dim * ElementTypeSizeBytes(x.type),
-             x.type};
-  cuda::LaunchProjectOut(rows, row_end - row_begin, dim, u.as<float>(),
-                         stream_);
+  cuda::LaunchProjectOut(Out(RowRange(x, row_begin, row_end)),
+                         row_end - row_begin, x.cols(), u.as<float>(), stream_);
   CheckLaunch("ProjectOut");
 }
 

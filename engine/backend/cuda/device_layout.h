@@ -18,7 +18,6 @@ struct DeviceSequence {
   int32_t first_position;      // tokens cached before this step
   int32_t state_slot;          // GDN state slot
   int32_t block_table_offset;  // index of its first entry in block_tables
-  int32_t num_blocks;          // entries of its block table
 };
 
 // Device pointers (into one buffer the backend owns) and counts.

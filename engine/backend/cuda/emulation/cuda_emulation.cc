@@ -457,18 +457,6 @@ bool ToElementType(cudaDataType_t type, tributary::ElementType* out) {
     default: return false;
   }
 }
-void StoreAs(void* data, tributary::ElementType type, size_t i, float v) {
-  switch (type) {
-    case tributary::ElementType::kF32: static_cast<float*>(data)[i] = v; break;
-    case tributary::ElementType::kBF16:
-      static_cast<uint16_t*>(data)[i] = tributary::F32ToBf16(v);
-      break;
-    case tributary::ElementType::kF16:
-      static_cast<uint16_t*>(data)[i] = tributary::F32ToF16(v);
-      break;
-    default: break;
-  }
-}
 }  // namespace
 
 cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
@@ -522,7 +510,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
       for (int p = 0; p < k; ++p) sum += ai[p] * bj[p];
       const size_t ci = static_cast<size_t>(i) + static_cast<size_t>(j) * ldc;
       const float old = c_scale == 0.0f ? 0.0f : tributary::LoadAsF32(C, ct, ci);
-      StoreAs(C, ct, ci, a_scale * sum + c_scale * old);
+      tributary::StoreFromF32(C, ct, ci, a_scale * sum + c_scale * old);
     }
   }
   return CUBLAS_STATUS_SUCCESS;
