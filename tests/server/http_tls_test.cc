@@ -171,15 +171,8 @@ TEST_F(HttpTlsTest, NonStreamingDisconnectFreesTheSequence) {
   ASSERT_TRUE(server->WaitRunning(1));
   connection->reset();  // closes the socket mid-generation
   EXPECT_TRUE(server->WaitIdle(absl::Seconds(30)));
-  absl::StatusOr<std::string> metrics =
-      testing_util::HttpGet(server->server->metrics_port(), "/metrics");
-  ASSERT_TRUE(metrics.ok()) << metrics.status();
-  EXPECT_TRUE(absl::StrContains(
-      *metrics, "tributary_requests_total{finish_reason=\"cancelled\"} 1"))
-      << *metrics;
-  EXPECT_TRUE(absl::StrContains(
-      *metrics, "tributary_requests_total{finish_reason=\"length\"} 0"))
-      << *metrics;
+  EXPECT_EQ(server->FinishedRequests("cancelled"), 1);
+  EXPECT_EQ(server->FinishedRequests("length"), 0);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
@@ -57,6 +58,24 @@ std::unique_ptr<TestServer> TestServer::Start(ServerConfig config) {
     t->health = grpc::health::v1::Health::NewStub(t->health_channel);
   }
   return t;
+}
+
+int64_t TestServer::FinishedRequests(const std::string& finish_reason) {
+  absl::StatusOr<std::string> metrics =
+      HttpGet(server->metrics_port(), "/metrics");
+  if (!metrics.ok()) return -1;
+  const std::string series = absl::StrCat(
+      "tributary_requests_total{finish_reason=\"", finish_reason, "\"} ");
+  const size_t at = metrics->find(series);
+  if (at == std::string::npos) return -1;
+  int64_t value = -1;
+  const size_t begin = at + series.size();
+  const size_t end = metrics->find('\n', begin);
+  double parsed = 0;
+  if (absl::SimpleAtod(metrics->substr(begin, end - begin), &parsed)) {
+    value = static_cast<int64_t>(parsed);
+  }
+  return value;
 }
 
 bool TestServer::WaitRunning(int64_t n, absl::Duration timeout) {

@@ -35,6 +35,9 @@ struct TestServer {
   // Waits until the engine has no request left and every KV block and
   // state slot is free again; false on timeout.
   bool WaitIdle(absl::Duration timeout = absl::Seconds(30));
+  // tributary_requests_total for one finish reason, from a /metrics scrape
+  // (-1 when the scrape fails or the series is absent).
+  int64_t FinishedRequests(const std::string& finish_reason);
   // Waits until the engine runs exactly `n` sequences; false on timeout.
   bool WaitRunning(int64_t n, absl::Duration timeout = absl::Seconds(30));
 };
