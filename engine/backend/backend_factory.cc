@@ -33,6 +33,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
   CudaBackendOptions cuda;
   cuda.device = options.cuda_device;
   cuda.activation_type = options.cuda_activation_type;
+  cuda.straightforward_kernels = options.cuda_straightforward_kernels;
+  cuda.attention_run_keys = options.cuda_attention_run_keys;
   absl::StatusOr<std::unique_ptr<CudaBackend>> backend = CudaBackend::Create(cuda);
   if (!backend.ok()) return backend.status();
   return std::unique_ptr<Backend>(std::move(*backend));

@@ -1,9 +1,17 @@
 // The kernels of the gated attention layers that use the batch layout: RoPE
 // at each token's position, the KV write into paged blocks, and paged
-// attention. Attention here is the straightforward form (one warp per query
-// head and token, an online softmax over the keys one at a time, no score
-// matrix); the flash-attention and flash-decoding kernels are the next
-// issue's, tested against this one.
+// attention in two forms:
+//  - straightforward (issue 7): one warp per query head and token, an online
+//    softmax over the keys one at a time, no score matrix. Every query head
+//    reads its keys itself, and one token's keys are walked by one warp.
+//  - split (flash-decoding): a block per (token, KV head, run of keys) serves
+//    every query head of the KV head's group, so each key and value row is
+//    read once for the group, and a long context is spread over many blocks
+//    (a decode step of one sequence otherwise runs a handful of warps). Each
+//    block leaves its run's partial softmax (max, denominator, unnormalised
+//    output); a second kernel merges a token's runs. A token whose keys fit
+//    one run is written directly.
+// Both are tested against the CPU backend (cuda_backend_test).
 #include <cmath>
 
 #include "engine/backend/cuda/cuda_kernels.h"
@@ -133,6 +141,177 @@ __global__ void PagedAttentionKernel(ConstTyped q, int64_t num_tokens,
   }
 }
 
+// --- Split attention (flash-decoding) -------------------------------------------
+
+// Query heads of one KV head served by one block, and dims per lane (the
+// backend uses the straightforward kernel for larger heads).
+constexpr int kSplitGroupHeads = static_cast<int>(kSplitAttentionHeadsPerBlock);
+constexpr int kSplitDimsPerLane =
+    static_cast<int>(kSplitAttentionMaxHeadDim / kWarpSize);
+constexpr int kSplitWarps = 4;
+
+// Lane l holds dims l·per … l·per + per − 1 of a row: contiguous, so that a
+// lane's loads of a bf16 row are one wide access on the device.
+__device__ __forceinline__ void LoadRowSlice(ConstTyped src, int64_t base,
+                                             int lane, int per,
+                                             int64_t head_dim,
+                                             float (&out)[kSplitDimsPerLane]) {
+#pragma unroll
+  for (int r = 0; r < kSplitDimsPerLane; ++r) {
+    const int64_t d = int64_t{lane} * per + r;
+    out[r] = (r < per && d < head_dim) ? LoadF32(src.data, src.type, base + d)
+                                       : 0.0f;
+  }
+}
+
+// Grid (token, KV head · head groups, run). Warp w of the block takes keys
+// run_begin + w, + 4, …; each keeps, for each of its query heads, the
+// online softmax's running max, denominator and output; the four warps'
+// states are merged in shared memory at the end.
+__global__ void SplitAttentionKernel(ConstTyped q, int64_t num_heads,
+                                     int64_t kv_heads, int64_t head_dim,
+                                     ConstTyped k_pool, ConstTyped v_pool,
+                                     int64_t block_size, float scale,
+                                     int64_t run_keys, int64_t max_runs,
+                                     Typed out, float* partial_stats,
+                                     float* partial_out, DeviceLayout layout) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  const int64_t t = blockIdx.x;
+  const int64_t group = num_heads / kv_heads;
+  const int64_t groups_per_kv = (group + kSplitGroupHeads - 1) / kSplitGroupHeads;
+  const int64_t kvh = blockIdx.y / groups_per_kv;
+  const int64_t heads_before = (blockIdx.y % groups_per_kv) * kSplitGroupHeads;
+  const int64_t first_head = kvh * group + heads_before;
+  const int64_t heads_here = group - heads_before < kSplitGroupHeads
+                                 ? group - heads_before
+                                 : kSplitGroupHeads;
+  const DeviceSequence& seq = layout.sequences[layout.token_sequence[t]];
+  const int64_t num_keys = int64_t{layout.token_position[t]} + 1;
+  const int64_t run = blockIdx.z;
+  const int64_t key_begin = run * run_keys;
+  if (key_begin >= num_keys) return;  // the whole block: this token is shorter
+  const int64_t key_end =
+      key_begin + run_keys < num_keys ? key_begin + run_keys : num_keys;
+  const int64_t runs = (num_keys + run_keys - 1) / run_keys;
+  const int per = static_cast<int>((head_dim + kWarpSize - 1) / kWarpSize);
+  const int64_t row = kv_heads * head_dim;
+
+  float qv[kSplitGroupHeads][kSplitDimsPerLane];
+  float acc[kSplitGroupHeads][kSplitDimsPerLane];
+  float running_max[kSplitGroupHeads], denominator[kSplitGroupHeads];
+#pragma unroll
+  for (int g = 0; g < kSplitGroupHeads; ++g) {
+    if (g < heads_here) {
+      LoadRowSlice(q, (t * num_heads + first_head + g) * head_dim, lane, per,
+                   head_dim, qv[g]);
+    }
+#pragma unroll
+    for (int r = 0; r < kSplitDimsPerLane; ++r) acc[g][r] = 0.0f;
+    running_max[g] = -INFINITY;
+    denominator[g] = 0.0f;
+  }
+  for (int64_t p = key_begin + warp; p < key_end; p += kSplitWarps) {
+    const int64_t base = CacheRow(layout, seq, p, block_size) * row + kvh * head_dim;
+    float key[kSplitDimsPerLane], value[kSplitDimsPerLane];
+    LoadRowSlice(k_pool, base, lane, per, head_dim, key);
+    LoadRowSlice(v_pool, base, lane, per, head_dim, value);
+#pragma unroll
+    for (int g = 0; g < kSplitGroupHeads; ++g) {
+      if (g >= heads_here) continue;  // uniform across the block
+      float dot = 0.0f;
+#pragma unroll
+      for (int r = 0; r < kSplitDimsPerLane; ++r) dot += qv[g][r] * key[r];
+      const float score = WarpSum(dot) * scale;
+      const float new_max = fmaxf(running_max[g], score);
+      const float correction = expf(running_max[g] - new_max);  // 0 at first
+      const float weight = expf(score - new_max);
+      denominator[g] = denominator[g] * correction + weight;
+#pragma unroll
+      for (int r = 0; r < kSplitDimsPerLane; ++r) {
+        acc[g][r] = acc[g][r] * correction + weight * value[r];
+      }
+      running_max[g] = new_max;
+    }
+  }
+
+  // Merge the warps' states. A warp that drew no key has max −∞ and weighs
+  // nothing (some warp drew key_begin, so the merged max is finite).
+  __shared__ float warp_max[kSplitWarps][kSplitGroupHeads];
+  __shared__ float warp_denominator[kSplitWarps][kSplitGroupHeads];
+  __shared__ float warp_out[kSplitWarps][kSplitGroupHeads]
+                           [kSplitDimsPerLane * kWarpSize];
+#pragma unroll
+  for (int g = 0; g < kSplitGroupHeads; ++g) {
+    if (lane == 0) {
+      warp_max[warp][g] = running_max[g];
+      warp_denominator[warp][g] = denominator[g];
+    }
+#pragma unroll
+    for (int r = 0; r < kSplitDimsPerLane; ++r) {
+      const int64_t d = int64_t{lane} * per + r;
+      if (r < per && d < head_dim) warp_out[warp][g][d] = acc[g][r];
+    }
+  }
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < heads_here * head_dim; i += blockDim.x) {
+    const int64_t g = i / head_dim, d = i % head_dim;
+    float merged_max = -INFINITY;
+    for (int w = 0; w < kSplitWarps; ++w) merged_max = fmaxf(merged_max, warp_max[w][g]);
+    float merged_denominator = 0.0f, merged_out = 0.0f;
+    for (int w = 0; w < kSplitWarps; ++w) {
+      const float f = expf(warp_max[w][g] - merged_max);
+      merged_denominator += warp_denominator[w][g] * f;
+      merged_out += warp_out[w][g][d] * f;
+    }
+    const int64_t head = first_head + g;
+    if (runs == 1) {
+      StoreF32(out.data, out.type, (t * num_heads + head) * head_dim + d,
+               merged_out / merged_denominator);
+    } else {
+      const int64_t slot = (t * num_heads + head) * max_runs + run;
+      partial_out[slot * head_dim + d] = merged_out;
+      if (d == 0) {
+        partial_stats[2 * slot] = merged_max;
+        partial_stats[2 * slot + 1] = merged_denominator;
+      }
+    }
+  }
+}
+
+// Grid (token, head): merges a token's runs (when it has more than one) as
+// the online softmax would have: every run's output and denominator scaled
+// by e^(its max − the overall max).
+__global__ void MergeAttentionRunsKernel(int64_t num_heads, int64_t head_dim,
+                                         int64_t run_keys, int64_t max_runs,
+                                         const float* partial_stats,
+                                         const float* partial_out, Typed out,
+                                         DeviceLayout layout) {
+  const int64_t t = blockIdx.x, head = blockIdx.y;
+  const int64_t num_keys = int64_t{layout.token_position[t]} + 1;
+  const int64_t runs = (num_keys + run_keys - 1) / run_keys;
+  if (runs <= 1) return;  // written by the split kernel
+  const int64_t first = (t * num_heads + head) * max_runs;
+  float merged_max = -INFINITY;
+  for (int64_t r = 0; r < runs; ++r) {
+    merged_max = fmaxf(merged_max, partial_stats[2 * (first + r)]);
+  }
+  float merged_denominator = 0.0f;
+  for (int64_t r = 0; r < runs; ++r) {
+    merged_denominator += partial_stats[2 * (first + r) + 1] *
+                          expf(partial_stats[2 * (first + r)] - merged_max);
+  }
+  const float inv = 1.0f / merged_denominator;
+  for (int64_t d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float sum = 0.0f;
+    for (int64_t r = 0; r < runs; ++r) {
+      sum += partial_out[(first + r) * head_dim + d] *
+             expf(partial_stats[2 * (first + r)] - merged_max);
+    }
+    StoreF32(out.data, out.type, (t * num_heads + head) * head_dim + d, sum * inv);
+  }
+}
+
 }  // namespace
 
 void LaunchRope(Typed x, int64_t num_tokens, int64_t num_heads,
@@ -167,6 +346,30 @@ void LaunchPagedAttention(ConstTyped q, int64_t num_tokens, int64_t num_heads,
   TRIBUTARY_LAUNCH(PagedAttentionKernel, static_cast<unsigned>(blocks), kAttentionWarpsPerBlock * kWarpSize, stream)(
       q, num_tokens, num_heads, kv_heads, head_dim, k_pool, v_pool, block_size,
       scale, out, layout);
+}
+
+void LaunchSplitAttention(ConstTyped q, int64_t num_tokens, int64_t num_heads,
+                          int64_t kv_heads, int64_t head_dim, ConstTyped k_pool,
+                          ConstTyped v_pool, int64_t block_size, float scale,
+                          int64_t run_keys, int64_t max_runs,
+                          float* partial_stats, float* partial_out, Typed out,
+                          const DeviceLayout& layout, cudaStream_t stream) {
+  if (num_tokens <= 0 || num_heads <= 0) return;
+  const int64_t group = num_heads / kv_heads;
+  const int64_t groups_per_kv = (group + kSplitGroupHeads - 1) / kSplitGroupHeads;
+  const dim3 grid(static_cast<unsigned>(num_tokens),
+                  static_cast<unsigned>(kv_heads * groups_per_kv),
+                  static_cast<unsigned>(max_runs));
+  TRIBUTARY_LAUNCH(SplitAttentionKernel, grid, kSplitWarps * kWarpSize, stream)(
+      q, num_heads, kv_heads, head_dim, k_pool, v_pool, block_size, scale,
+      run_keys, max_runs, out, partial_stats, partial_out, layout);
+  if (max_runs > 1) {
+    const dim3 merge_grid(static_cast<unsigned>(num_tokens),
+                          static_cast<unsigned>(num_heads));
+    TRIBUTARY_LAUNCH(MergeAttentionRunsKernel, merge_grid, 128, stream)(
+        num_heads, head_dim, run_keys, max_runs, partial_stats, partial_out,
+        out, layout);
+  }
 }
 
 }  // namespace cuda

@@ -63,6 +63,10 @@ absl::Status CudaBackendOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("device = ", device, " must be ≥ 0"));
   }
+  if (attention_run_keys < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "attention_run_keys = ", attention_run_keys, " must be ≥ 0"));
+  }
   if (activation_type != ElementType::kBF16 &&
       activation_type != ElementType::kF32) {
     return absl::InvalidArgumentError(
@@ -106,6 +110,7 @@ absl::Status CudaBackend::Init() {
                               static_cast<double>(prop.totalGlobalMem) /
                                   static_cast<double>(size_t{1} << 30),
                               " GiB, sm_", prop.major, prop.minor);
+  multiprocessors_ = std::max(1, prop.multiProcessorCount);
   cudaStream_t stream = nullptr;
   RETURN_IF_ERROR(CudaStatus(
       cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
@@ -178,6 +183,25 @@ absl::StatusOr<void*> CudaBackend::DeviceAlloc(size_t bytes, const char* what) {
   allocation_bytes_[data] = bytes;
   allocated_bytes_ += bytes;
   return data;
+}
+
+float* CudaBackend::AttentionPartials(size_t bytes) {
+  if (bytes <= attention_partials_bytes_) {
+    return static_cast<float*>(attention_partials_);
+  }
+  // cudaFree waits for the kernels that may still use the old buffer.
+  if (attention_partials_ != nullptr) DeviceFree(attention_partials_);
+  attention_partials_ = nullptr;
+  attention_partials_bytes_ = 0;
+  absl::StatusOr<void*> data =
+      DeviceAlloc(bytes, "the split attention's partial results");
+  if (!data.ok()) {
+    Record(data.status());
+    return nullptr;
+  }
+  attention_partials_ = *data;
+  attention_partials_bytes_ = bytes;
+  return static_cast<float*>(attention_partials_);
 }
 
 void CudaBackend::DeviceFree(void* data) {
@@ -321,8 +345,10 @@ absl::Status CudaBackend::SetBatchLayout(const BatchLayout& layout) {
         num_sequences, " sequences in one step; the CUDA backend takes 65535"));
   }
   int64_t num_block_entries = 0;
+  max_keys_ = 0;
   for (const SequenceSlice& s : layout.sequences) {
     num_block_entries += static_cast<int64_t>(s.block_table.size());
+    max_keys_ = std::max(max_keys_, s.first_position + s.num_tokens);
   }
   constexpr int64_t kSequenceWords = sizeof(cuda::DeviceSequence) / sizeof(int32_t);
   static_assert(sizeof(cuda::DeviceSequence) % sizeof(int32_t) == 0);
@@ -615,9 +641,15 @@ void CudaBackend::GatedDeltaRule(const Tensor& q, const Tensor& k,
                "GatedDeltaRule: shapes (key_dim ≤ 256, f32 state)")) {
     return;
   }
-  cuda::LaunchGatedDeltaRule(In(q), In(k), In(v), In(g), In(beta), hk, hv, dk,
-                             dv, state_pool.as<float>(), Out(out),
-                             layout_->view, stream_);
+  if (options_.straightforward_kernels) {
+    cuda::LaunchGatedDeltaRule(In(q), In(k), In(v), In(g), In(beta), hk, hv,
+                               dk, dv, state_pool.as<float>(), Out(out),
+                               layout_->view, stream_);
+  } else {
+    cuda::LaunchGatedDeltaRuleTiled(In(q), In(k), In(v), In(g), In(beta), hk,
+                                    hv, dk, dv, state_pool.as<float>(),
+                                    Out(out), layout_->view, stream_);
+  }
   CheckLaunch("GatedDeltaRule");
 }
 
@@ -651,8 +683,46 @@ void CudaBackend::PagedAttention(const Tensor& q, const Tensor& k_pool,
                "PagedAttention: shapes (head_dim ≤ 512)")) {
     return;
   }
-  cuda::LaunchPagedAttention(In(q), q.shape[0], heads, kv_heads, head_dim,
+  const int64_t tokens = q.shape[0];
+  if (options_.straightforward_kernels ||
+      head_dim > cuda::kSplitAttentionMaxHeadDim) {
+    cuda::LaunchPagedAttention(In(q), tokens, heads, kv_heads, head_dim,
+                               In(k_pool), In(v_pool), k_pool.shape[1], scale,
+                               Out(out), layout_->view, stream_);
+    CheckLaunch("PagedAttention");
+    return;
+  }
+  if (tokens == 0) return;
+  // Runs of keys: enough blocks for two per multiprocessor (a decode step of
+  // few sequences has few (token, KV head) pairs), but runs of at least 64
+  // keys, so that the merge stays small against the run's own work.
+  int64_t run_keys = options_.attention_run_keys;
+  if (run_keys == 0) {
+    const int64_t pairs =
+        tokens * kv_heads *
+        ((heads / kv_heads + cuda::kSplitAttentionHeadsPerBlock - 1) /
+         cuda::kSplitAttentionHeadsPerBlock);
+    const int64_t runs_wanted =
+        std::max<int64_t>(1, (2 * multiprocessors_ + pairs - 1) / pairs);
+    run_keys = std::max<int64_t>(64, (max_keys_ + runs_wanted - 1) / runs_wanted);
+  }
+  const int64_t max_runs = std::max<int64_t>(1, (max_keys_ + run_keys - 1) / run_keys);
+  if (!Require(max_runs <= 65535, "PagedAttention: more than 65535 runs of keys")) {
+    return;
+  }
+  float* partial_stats = nullptr;
+  float* partial_out = nullptr;
+  if (max_runs > 1) {
+    const int64_t slots = tokens * heads * max_runs;
+    float* partials = AttentionPartials(
+        static_cast<size_t>(slots * (2 + head_dim)) * sizeof(float));
+    if (partials == nullptr) return;
+    partial_stats = partials;
+    partial_out = partials + 2 * slots;
+  }
+  cuda::LaunchSplitAttention(In(q), tokens, heads, kv_heads, head_dim,
                              In(k_pool), In(v_pool), k_pool.shape[1], scale,
+                             run_keys, max_runs, partial_stats, partial_out,
                              Out(out), layout_->view, stream_);
   CheckLaunch("PagedAttention");
 }

@@ -1,7 +1,10 @@
 // The CUDA backend (design.md §7): bf16 activations and matrix weights, f32
 // accumulation, f32 GDN state and residual statistics. GEMMs go through
-// cuBLAS (cublasGemmEx, f32 compute); every other op is a straightforward
-// kernel (cuda_kernels.h) checked against the CPU backend by the `gpu` tests.
+// cuBLAS (cublasGemmEx, f32 compute); every other op is a kernel
+// (cuda_kernels.h) checked against the CPU backend by the `gpu` tests.
+// Attention and the delta rule have two forms: the fast ones (split
+// attention, the tiled delta rule) by default, and the straightforward ones
+// of issue 7, kept as the baseline the fast ones are measured against.
 //
 // Ops are queued on one CUDA stream in issue order and return at once. A
 // failed launch or argument check is remembered and returned by the next
@@ -48,6 +51,14 @@ struct CudaBackendOptions {
   // tell rounding from bugs (the decoder then matches transformers' f32
   // reference as closely as the CPU does).
   ElementType activation_type = ElementType::kBF16;
+  // Attention and the delta rule by their straightforward kernels (one warp
+  // per query head and token; one warp per state column) instead of the
+  // split and tiled ones: the baseline for side-by-side measurements.
+  bool straightforward_kernels = false;
+  // Keys per run of the split attention; 0 chooses per call, enough runs to
+  // give every multiprocessor two blocks (at least 64 keys a run). Tests set
+  // it small to exercise the merge.
+  int64_t attention_run_keys = 0;
 
   absl::Status Validate() const;
 };
@@ -75,6 +86,12 @@ class CudaBackend final : public Backend {
   const std::string& device_description() const { return description_; }
   // Bytes of device memory this backend holds now.
   size_t allocated_bytes() const { return allocated_bytes_; }
+  // Switches between the fast and the straightforward kernels between
+  // steps (CudaBackendOptions::straightforward_kernels), so that a
+  // benchmark can interleave the two on one model.
+  void set_straightforward_kernels(bool on) {
+    options_.straightforward_kernels = on;
+  }
 
   absl::StatusOr<Tensor> Allocate(ElementType type,
                                   const Shape& shape) override;
@@ -143,6 +160,9 @@ class CudaBackend final : public Backend {
   bool Require(bool condition, const char* what);
   absl::StatusOr<void*> DeviceAlloc(size_t bytes, const char* what);
   void DeviceFree(void* data);
+  // The split attention's partial results, grown to at least `bytes`; null
+  // (the error remembered) when that fails.
+  float* AttentionPartials(size_t bytes);
 
   CudaBackendOptions options_;
   std::string description_;
@@ -151,6 +171,11 @@ class CudaBackend final : public Backend {
   const cuda::CublasApi* cublas_api_ = nullptr;  // loaded in Init
   void* cublas_workspace_ = nullptr;
   std::unique_ptr<DeviceLayoutBuffer> layout_;
+  int multiprocessors_ = 1;
+  // The most keys a token of this step attends to (its position + 1).
+  int64_t max_keys_ = 0;
+  void* attention_partials_ = nullptr;
+  size_t attention_partials_bytes_ = 0;
   absl::Status pending_;  // first error since the last Synchronize
   absl::Status sticky_;   // a sticky device error: every call fails with it
   std::unordered_map<void*, size_t> allocation_bytes_;  // ours to free

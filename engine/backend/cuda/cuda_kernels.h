@@ -116,6 +116,23 @@ void LaunchPagedAttention(ConstTyped q, int64_t num_tokens, int64_t num_heads,
                           Typed out, const DeviceLayout& layout,
                           cudaStream_t stream);
 
+// The split (flash-decoding) form of LaunchPagedAttention, for head_dim ≤
+// kSplitAttentionMaxHeadDim; a block serves up to kSplitAttentionHeadsPerBlock
+// query heads of one KV head. A token's keys 0 … position are cut into
+// runs of run_keys; a token with more than one run leaves each run's partial
+// softmax in partial_stats [T, heads, max_runs, 2] (max, denominator) and
+// partial_out [T, heads, max_runs, head_dim] (f32, unnormalised), merged
+// into `out` by a second kernel. max_runs ≥ every token's run count; the
+// partial buffers may be null when max_runs is 1.
+constexpr int64_t kSplitAttentionMaxHeadDim = 256;
+constexpr int64_t kSplitAttentionHeadsPerBlock = 8;
+void LaunchSplitAttention(ConstTyped q, int64_t num_tokens, int64_t num_heads,
+                          int64_t kv_heads, int64_t head_dim, ConstTyped k_pool,
+                          ConstTyped v_pool, int64_t block_size, float scale,
+                          int64_t run_keys, int64_t max_runs,
+                          float* partial_stats, float* partial_out, Typed out,
+                          const DeviceLayout& layout, cudaStream_t stream);
+
 // --- delta_rule_kernels.cu ---------------------------------------------------
 
 // The causal depthwise conv + SiLU per sequence over x [T, channels], from
@@ -134,6 +151,14 @@ void LaunchGatedDeltaRule(ConstTyped q, ConstTyped k, ConstTyped v,
                           int64_t value_heads, int64_t key_dim,
                           int64_t value_dim, float* state_pool, Typed out,
                           const DeviceLayout& layout, cudaStream_t stream);
+
+// The same maths by the tiled kernel: a block per (sequence, value head, 32
+// state columns), each state row read as one line.
+void LaunchGatedDeltaRuleTiled(ConstTyped q, ConstTyped k, ConstTyped v,
+                               ConstTyped g, ConstTyped beta, int64_t key_heads,
+                               int64_t value_heads, int64_t key_dim,
+                               int64_t value_dim, float* state_pool, Typed out,
+                               const DeviceLayout& layout, cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace tributary

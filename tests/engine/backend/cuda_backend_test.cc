@@ -59,12 +59,15 @@ struct Pair {
 
 class CudaBackendTest : public ::testing::Test {
  protected:
+  // The backend's options (the kernel forms' tests vary them).
+  virtual BackendOptions Options() const { return BackendOptions{}; }
+
   void SetUp() override {
     std::string why;
     if (CudaDeviceCount(&why) == 0) {
       GTEST_SKIP() << "no CUDA device: " << why;
     }
-    BackendOptions options;
+    BackendOptions options = Options();
     options.kind = BackendKind::kCuda;
     auto gpu = CreateBackend(options);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
@@ -481,7 +484,36 @@ TEST_F(CudaBackendTest, CausalConvCarriesItsWindowAcrossSteps) {
   }
 }
 
-TEST_F(CudaBackendTest, GatedDeltaRuleEqualsTheCpuForms) {
+// Attention and the delta rule in each of their kernel forms: the fast ones
+// with runs chosen by the backend, the fast ones with runs of 8 keys (so
+// that short test contexts are cut into several runs and merged), and the
+// straightforward ones.
+struct KernelForm {
+  const char* name;
+  bool straightforward;
+  int64_t run_keys;
+};
+void PrintTo(const KernelForm& form, std::ostream* os) { *os << form.name; }
+class CudaKernelFormTest : public CudaBackendTest,
+                           public ::testing::WithParamInterface<KernelForm> {
+ protected:
+  BackendOptions Options() const override {
+    BackendOptions options;
+    options.cuda_straightforward_kernels = GetParam().straightforward;
+    options.cuda_attention_run_keys = GetParam().run_keys;
+    return options;
+  }
+};
+INSTANTIATE_TEST_SUITE_P(
+    Forms, CudaKernelFormTest,
+    ::testing::Values(KernelForm{"fast", false, 0},
+                      KernelForm{"fast_runs_of_8", false, 8},
+                      KernelForm{"straightforward", true, 0}),
+    [](const ::testing::TestParamInfo<KernelForm>& info) {
+      return std::string(info.param.name);
+    });
+
+TEST_P(CudaKernelFormTest, GatedDeltaRuleEqualsTheCpuForms) {
   struct Dims {
     int64_t hk, hv, dk, dv;
   };
@@ -535,7 +567,7 @@ TEST_F(CudaBackendTest, GatedDeltaRuleEqualsTheCpuForms) {
   }
 }
 
-TEST_F(CudaBackendTest, WriteKvThenPagedAttention) {
+TEST_P(CudaKernelFormTest, WriteKvThenPagedAttention) {
   struct Dims {
     int64_t heads, kv_heads, head_dim;
   };
@@ -556,6 +588,49 @@ TEST_F(CudaBackendTest, WriteKvThenPagedAttention) {
     ExpectClose(v_pool, d.head_dim, 0.0, "WriteKv v");
     Pair q = Input(Shape{t, d.heads, d.head_dim}, -2, 2);
     Pair out = Output(Shape{t, d.heads, d.head_dim});
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
+    cpu_->PagedAttention(q.cpu, k_pool.cpu, v_pool.cpu, scale, out.cpu);
+    gpu_->PagedAttention(q.gpu, k_pool.gpu, v_pool.gpu, scale, out.gpu);
+    ExpectClose(out, d.head_dim, 2e-2, "PagedAttention");
+  }
+}
+
+// Decode steps over a long context (the split attention's case: few tokens,
+// many keys, every run's partial merged), the 27B's heads (24 query heads
+// on 4 KV heads of 256: groups of 6), and 12 query heads per KV head (two
+// blocks of one KV head's group).
+TEST_P(CudaKernelFormTest, DecodeAttentionOverALongContext) {
+  struct Dims {
+    int64_t heads, kv_heads, head_dim;
+  };
+  for (const Dims& d : {Dims{24, 4, 256}, Dims{12, 1, 64}}) {
+    SCOPED_TRACE(d.heads);
+    const int64_t block_size = 16, blocks_per_seq = 63, num_seqs = 3;
+    const int64_t blocks = blocks_per_seq * num_seqs;
+    // Contexts of 1000, 17 and 1 keys: one long, one of a few runs, and a
+    // first token.
+    const int64_t cached[] = {999, 16, 0};
+    BatchLayout layout;
+    std::vector<int32_t> free(static_cast<size_t>(blocks));
+    std::iota(free.begin(), free.end(), 0);
+    std::shuffle(free.begin(), free.end(), rng_);
+    for (int64_t i = 0; i < num_seqs; ++i) {
+      SequenceSlice s;
+      s.token_offset = i;
+      s.num_tokens = 1;
+      s.first_position = cached[i];
+      s.state_slot = static_cast<int32_t>(i);
+      for (int64_t b = 0; b < blocks_per_seq; ++b) {
+        s.block_table.push_back(free.back());
+        free.pop_back();
+      }
+      layout.sequences.push_back(s);
+    }
+    SetLayout(layout);
+    Pair k_pool = Input(Shape{blocks, block_size, d.kv_heads, d.head_dim}, -1, 1);
+    Pair v_pool = Input(Shape{blocks, block_size, d.kv_heads, d.head_dim}, -1, 1);
+    Pair q = Input(Shape{num_seqs, d.heads, d.head_dim}, -2, 2);
+    Pair out = Output(Shape{num_seqs, d.heads, d.head_dim});
     const float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
     cpu_->PagedAttention(q.cpu, k_pool.cpu, v_pool.cpu, scale, out.cpu);
     gpu_->PagedAttention(q.gpu, k_pool.gpu, v_pool.gpu, scale, out.gpu);

@@ -152,6 +152,7 @@ struct cudaDeviceProp {
   char name[256];
   size_t totalGlobalMem;
   int major, minor;
+  int multiProcessorCount;
 };
 
 const char* cudaGetErrorName(cudaError_t error);
