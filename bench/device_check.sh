@@ -15,9 +15,10 @@
 #             timeout_s=420)
 #       Runs the gpu tests, then tributary-gpu-bench (the device's copy
 #       bandwidth and bf16 matmul rate, and the synthetic 27B model's prefill
-#       and decode against them), writes logs to $OUT and prints one table
-#       last. Every stage has its own timeout (60 + 120 + 20 + 100 s: at most
-#       5 minutes in all); a stage that fails, times out or skips its tests
+#       and decode at batch 1, 8, 32 and 64 against them, each beside the
+#       straightforward kernels of issue 7), writes logs to $OUT and prints
+#       one table last. Every stage has its own timeout (40 + 90 + 20 + 150
+#       s: at most 5 minutes in all); a stage that fails, times out or skips its tests
 #       (no device seen) makes the script exit 1.
 #
 # The binaries have the source tree's path baked in (the tests read the
@@ -117,14 +118,14 @@ run() {
     grep -hE "^cuda_backend_test seed|^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?|^\[  FAILED  \] [A-Za-z]" "$log" |
       sed 's/^/    /' | tee -a "$summary"
   }
-  stage cuda_backend_test 60 "$carry/bin/cuda_backend_test"
+  stage cuda_backend_test 40 "$carry/bin/cuda_backend_test"
   tests_summary cuda_backend_test
-  stage cuda_decoder_test 120 "$carry/bin/cuda_decoder_test"
+  stage cuda_decoder_test 90 "$carry/bin/cuda_decoder_test"
   tests_summary cuda_decoder_test
   stage cuda_sticky_error_test 20 "$carry/bin/cuda_sticky_error_test"
   tests_summary cuda_sticky_error_test
-  stage gpu_bench 100 "$carry/bin/tributary-gpu-bench" --preset qwen3.5-27b \
-      --prefill-tokens 8192 --context 1024 --batches 1,8,32 --steps 10 \
+  stage gpu_bench 150 "$carry/bin/tributary-gpu-bench" --preset qwen3.5-27b \
+      --prefill-tokens 8192 --context 1024 --batches 1,8,32,64 --steps 10 \
       --json "$out/gpu_bench.json"
   echo
   echo "=== device check (logs in \$OUT) ==="

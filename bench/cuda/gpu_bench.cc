@@ -3,7 +3,7 @@
 //
 //   tributary-gpu-bench [--preset qwen3.5-27b] [--seed S] [--device D]
 //                       [--prefill-tokens 8192] [--context 1024]
-//                       [--batches 1,8,32] [--steps 10] [--json FILE]
+//                       [--batches 1,8,32,64] [--steps 10] [--json FILE]
 //                       [--copy-mib 2048] [--matmul-size 8192]
 //
 // 1. Ceilings: device-to-device copy bandwidth (cudaMemcpyAsync of 2 GiB,
@@ -17,6 +17,10 @@
 //    --steps, against the floor: the bytes a step must read and write over
 //    the measured bandwidth), and where a step's time goes (three more
 //    steps with every op synchronized and timed; --json has every op).
+// 3. The peer run, side by side: the prefill again and every decode step
+//    interleaved with one on the straightforward kernels of issue 7
+//    (CudaBackend::set_straightforward_kernels), same model, same inputs'
+//    shapes: the speed-up of the fast kernels over them.
 // Times are host clocks around Synchronize (the backend has no events; a
 // step is long enough that the launch latency of the last op is noise).
 // A table goes to stdout; --json writes the numbers.
@@ -38,6 +42,7 @@
 #include "bench/common/timing_backend.h"
 #include "engine/backend/cuda/cuda_api.h"
 #include "engine/backend/backend_factory.h"
+#include "engine/backend/cuda/cuda_backend.h"
 #include "engine/base/cli.h"
 #include "engine/base/logging.h"
 #include "engine/base/status_macros.h"
@@ -148,7 +153,7 @@ absl::Status Run(int argc, char** argv) {
                    args.GetInt("matmul-size", 8192, 16, 65536));
   std::vector<int64_t> batches;
   for (absl::string_view piece :
-       absl::StrSplit(args.Get("batches").value_or("1,8,32"), ',')) {
+       absl::StrSplit(args.Get("batches").value_or("1,8,32,64"), ',')) {
     int64_t b = 0;
     if (!absl::SimpleAtoi(piece, &b) || b < 1 || b > 4096) {
       return absl::InvalidArgumentError(
@@ -162,6 +167,8 @@ absl::Status Run(int argc, char** argv) {
   bo.kind = BackendKind::kCuda;
   bo.cuda_device = static_cast<int>(device);
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(bo));
+  CudaBackend* cuda = dynamic_cast<CudaBackend*>(backend.get());
+  if (cuda == nullptr) return absl::InternalError("not the CUDA backend");
 
   nlohmann::json report;
   ASSIGN_OR_RETURN(const double bandwidth,
@@ -177,10 +184,12 @@ absl::Status Run(int argc, char** argv) {
   const ModelBytes bytes = CountBytes(model.weights());
   const int64_t block = 16;
   // Positions a sequence reaches: the prefill, or the context plus every
-  // decode step (two warm-up steps, the timed ones, three for the per-op
-  // breakdown).
+  // decode step (two warm-up steps and the timed ones, each on both kernel
+  // forms, and three for the per-op breakdown).
+  const int64_t kBreakdownSteps = 3;
+  const int64_t decode_steps = 2 * (steps + 2) + kBreakdownSteps;
   const int64_t blocks_per_seq =
-      (std::max(context + steps + 2 + 3, prefill_tokens) + block - 1) / block;
+      (std::max(context + decode_steps, prefill_tokens) + block - 1) / block;
   CacheConfig cache{blocks_per_seq * (max_batch + 1), block, max_batch + 1};
   WeightLoadOptions load;
   load.random_seed = static_cast<uint64_t>(seed);
@@ -228,6 +237,15 @@ absl::Status Run(int argc, char** argv) {
     const auto start = Clock::now();
     RETURN_IF_ERROR(decoder->Forward(warm, ids(prefill_tokens, 1), options).status());
     const double seconds = Seconds(start, Clock::now());
+    // The peer: the same prefill on the straightforward kernels.
+    RETURN_IF_ERROR(decoder->ResetStateSlot(static_cast<int32_t>(max_batch)));
+    cuda->set_straightforward_kernels(true);
+    const auto peer_start = Clock::now();
+    absl::Status peer =
+        decoder->Forward(warm, ids(prefill_tokens, 1), options).status();
+    const double peer_seconds = Seconds(peer_start, Clock::now());
+    cuda->set_straightforward_kernels(false);
+    RETURN_IF_ERROR(peer);
     // 2 · parameters per token, the head once, and attention's two products
     // over the causal triangle; the delta rule's state work (about 8 flops
     // per state element per token) is counted too.
@@ -241,6 +259,7 @@ absl::Status Run(int argc, char** argv) {
     report["prefill"] = {{"tokens", prefill_tokens},
                          {"seconds", seconds},
                          {"tokens_per_s", t / seconds},
+                         {"straightforward_seconds", peer_seconds},
                          {"flops", flops},
                          {"fraction_of_matmul_rate", flops / seconds / matmul_rate}};
   }
@@ -279,24 +298,33 @@ absl::Status Run(int argc, char** argv) {
       s.block_table = table_of(q);
       step.sequences.push_back(s);
     }
-    std::vector<double> times;
+    // Steps alternate between the fast and the straightforward kernels, so
+    // that a slow phase of the device hits both.
+    std::vector<double> times, peer_times;
+    int64_t position = context;
     for (int64_t i = 0; i < steps + 2; ++i) {
-      for (SequenceSlice& s : step.sequences) s.first_position = context + i;
-      const auto start = Clock::now();
-      RETURN_IF_ERROR(decoder->Forward(step, ids(batch, 1000 + i), options).status());
-      if (i >= 2) times.push_back(Seconds(start, Clock::now()));
+      for (const bool straightforward : {false, true}) {
+        for (SequenceSlice& s : step.sequences) s.first_position = position;
+        ++position;
+        cuda->set_straightforward_kernels(straightforward);
+        const auto start = Clock::now();
+        absl::Status status =
+            decoder->Forward(step, ids(batch, 1000 + i), options).status();
+        const double seconds = Seconds(start, Clock::now());
+        cuda->set_straightforward_kernels(false);
+        RETURN_IF_ERROR(status);
+        if (i >= 2) (straightforward ? peer_times : times).push_back(seconds);
+      }
     }
     const double ms = 1e3 * Median(times);
+    const double peer_ms = 1e3 * Median(peer_times);
     // Where a step's time goes: three more steps, each op synchronized and
     // timed (slower in all than the steps above: the sum is a breakdown,
     // not a step time).
     timed.totals().clear();
     timed.set_enabled(true);
-    const int64_t kBreakdownSteps = 3;
     for (int64_t i = 0; i < kBreakdownSteps; ++i) {
-      for (SequenceSlice& s : step.sequences) {
-        s.first_position = context + steps + 2 + i;
-      }
+      for (SequenceSlice& s : step.sequences) s.first_position = position++;
       RETURN_IF_ERROR(
           decoder->Forward(step, ids(batch, 2000 + i), options).status());
     }
@@ -321,6 +349,7 @@ absl::Status Run(int argc, char** argv) {
                       {"ms_per_step", ms},
                       {"floor_ms", floor_ms},
                       {"floor_over_measured", floor_ms / ms},
+                      {"straightforward_ms_per_step", peer_ms},
                       {"ops_synchronized", breakdown}});
   }
   report["decode"] = decode;
@@ -338,6 +367,10 @@ absl::Status Run(int argc, char** argv) {
       prefill_tokens, p["seconds"].get<double>(), p["tokens_per_s"].get<double>(),
       p["flops"].get<double>() / p["seconds"].get<double>() / 1e12,
       100.0 * p["fraction_of_matmul_rate"].get<double>());
+  std::cout << absl::StrFormat(
+      "prefill on the straightforward kernels: %.3f s (fast kernels %.2fx)\n",
+      p["straightforward_seconds"].get<double>(),
+      p["straightforward_seconds"].get<double>() / p["seconds"].get<double>());
   for (const auto& d : decode) {
     std::cout << absl::StrFormat("\nbatch %d: the five costliest ops of a step, each synchronized (ms):",
                                  d["batch"].get<int64_t>());
@@ -349,14 +382,17 @@ absl::Status Run(int argc, char** argv) {
     }
     std::cout << "\n";
   }
-  std::cout << "\nbatch  context  ms/step  floor ms  floor/measured\n";
+  std::cout << "\nbatch  context  ms/step  floor ms  floor/measured"
+               "  straightforward ms/step  speed-up\n";
   for (const auto& d : decode) {
-    std::cout << absl::StrFormat("%5d  %7d  %7.2f  %8.2f  %13.1f%%\n",
-                                 d["batch"].get<int64_t>(),
-                                 d["context"].get<int64_t>(),
-                                 d["ms_per_step"].get<double>(),
-                                 d["floor_ms"].get<double>(),
-                                 100.0 * d["floor_over_measured"].get<double>());
+    std::cout << absl::StrFormat(
+        "%5d  %7d  %7.2f  %8.2f  %13.1f%%  %23.2f  %7.2fx\n",
+        d["batch"].get<int64_t>(), d["context"].get<int64_t>(),
+        d["ms_per_step"].get<double>(), d["floor_ms"].get<double>(),
+        100.0 * d["floor_over_measured"].get<double>(),
+        d["straightforward_ms_per_step"].get<double>(),
+        d["straightforward_ms_per_step"].get<double>() /
+            d["ms_per_step"].get<double>());
   }
   if (args.Has("json")) {
     std::ofstream out(*args.Get("json"));
