@@ -35,6 +35,9 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
   cuda.activation_type = options.cuda_activation_type;
   cuda.straightforward_kernels = options.cuda_straightforward_kernels;
   cuda.attention_run_keys = options.cuda_attention_run_keys;
+  if (options.cuda_delta_rule_workspace_bytes > 0) {
+    cuda.delta_rule_workspace_bytes = options.cuda_delta_rule_workspace_bytes;
+  }
   absl::StatusOr<std::unique_ptr<CudaBackend>> backend = CudaBackend::Create(cuda);
   if (!backend.ok()) return backend.status();
   return std::unique_ptr<Backend>(std::move(*backend));

@@ -25,9 +25,11 @@ struct BackendOptions {
   // CUDA activations: bf16 (the design's) or f32 (to separate rounding from
   // bugs when checking the kernels).
   ElementType cuda_activation_type = ElementType::kBF16;
-  // CudaBackendOptions::straightforward_kernels and attention_run_keys.
+  // CudaBackendOptions::straightforward_kernels, attention_run_keys and
+  // delta_rule_workspace_bytes (0: the backend's default).
   bool cuda_straightforward_kernels = false;
   int64_t cuda_attention_run_keys = 0;
+  size_t cuda_delta_rule_workspace_bytes = 0;
 };
 
 // Whether this build has the CUDA backend (the toolkit was found at build

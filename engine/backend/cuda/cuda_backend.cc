@@ -48,6 +48,12 @@ cudaDataType_t CudaDataType(ElementType type) {
   return CUDA_R_32F;
 }
 
+// The delta rule's form for a sequence of the step: chunked for any step but
+// one token after cached ones (the CPU backend's rule, and transformers').
+bool DeltaRuleChunked(const SequenceSlice& s) {
+  return s.num_tokens > 1 || (s.num_tokens == 1 && s.first_position == 0);
+}
+
 }  // namespace
 
 // The flattened layout (device_layout.h): host staging and the device copy.
@@ -62,6 +68,10 @@ absl::Status CudaBackendOptions::Validate() const {
   if (device < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("device = ", device, " must be ≥ 0"));
+  }
+  if (delta_rule_workspace_bytes == 0) {
+    return absl::InvalidArgumentError(
+        "delta_rule_workspace_bytes must be > 0");
   }
   if (attention_run_keys < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -185,23 +195,21 @@ absl::StatusOr<void*> CudaBackend::DeviceAlloc(size_t bytes, const char* what) {
   return data;
 }
 
-float* CudaBackend::AttentionPartials(size_t bytes) {
-  if (bytes <= attention_partials_bytes_) {
-    return static_cast<float*>(attention_partials_);
-  }
+float* CudaBackend::Scratch(ScratchBuffer& buffer, size_t bytes,
+                            const char* what) {
+  if (bytes <= buffer.bytes) return static_cast<float*>(buffer.data);
   // cudaFree waits for the kernels that may still use the old buffer.
-  if (attention_partials_ != nullptr) DeviceFree(attention_partials_);
-  attention_partials_ = nullptr;
-  attention_partials_bytes_ = 0;
-  absl::StatusOr<void*> data =
-      DeviceAlloc(bytes, "the split attention's partial results");
+  if (buffer.data != nullptr) DeviceFree(buffer.data);
+  buffer.data = nullptr;
+  buffer.bytes = 0;
+  absl::StatusOr<void*> data = DeviceAlloc(bytes, what);
   if (!data.ok()) {
     Record(data.status());
     return nullptr;
   }
-  attention_partials_ = *data;
-  attention_partials_bytes_ = bytes;
-  return static_cast<float*>(attention_partials_);
+  buffer.data = *data;
+  buffer.bytes = bytes;
+  return static_cast<float*>(buffer.data);
 }
 
 void CudaBackend::DeviceFree(void* data) {
@@ -345,22 +353,32 @@ absl::Status CudaBackend::SetBatchLayout(const BatchLayout& layout) {
         num_sequences, " sequences in one step; the CUDA backend takes 65535"));
   }
   int64_t num_block_entries = 0;
+  int64_t num_chunked = 0;
   max_keys_ = 0;
+  max_delta_chunks_ = 0;
   for (const SequenceSlice& s : layout.sequences) {
     num_block_entries += static_cast<int64_t>(s.block_table.size());
     max_keys_ = std::max(max_keys_, s.first_position + s.num_tokens);
+    if (DeltaRuleChunked(s)) {
+      ++num_chunked;
+      max_delta_chunks_ = std::max(
+          max_delta_chunks_,
+          (s.num_tokens + cuda::kDeltaChunk - 1) / cuda::kDeltaChunk);
+    }
   }
   constexpr int64_t kSequenceWords = sizeof(cuda::DeviceSequence) / sizeof(int32_t);
   static_assert(sizeof(cuda::DeviceSequence) % sizeof(int32_t) == 0);
   std::vector<int32_t>& words = layout_->host;
   words.assign(static_cast<size_t>(num_sequences * kSequenceWords +
-                                   2 * num_tokens + num_block_entries),
+                                   2 * num_tokens + num_block_entries +
+                                   num_chunked),
                0);
   int32_t* sequences = words.data();
   int32_t* token_sequence = sequences + num_sequences * kSequenceWords;
   int32_t* token_position = token_sequence + num_tokens;
   int32_t* block_tables = token_position + num_tokens;
-  int64_t block_offset = 0;
+  int32_t* chunked_sequences = block_tables + num_block_entries;
+  int64_t block_offset = 0, chunked_rank = 0;
   for (int64_t i = 0; i < num_sequences; ++i) {
     const SequenceSlice& s = layout.sequences[i];
     cuda::DeviceSequence d;
@@ -369,6 +387,8 @@ absl::Status CudaBackend::SetBatchLayout(const BatchLayout& layout) {
     d.first_position = static_cast<int32_t>(s.first_position);
     d.state_slot = s.state_slot;
     d.block_table_offset = static_cast<int32_t>(block_offset);
+    d.chunked = DeltaRuleChunked(s) ? 1 : 0;
+    if (d.chunked) chunked_sequences[chunked_rank++] = static_cast<int32_t>(i);
     std::memcpy(sequences + i * kSequenceWords, &d, sizeof d);
     for (int64_t t = 0; t < s.num_tokens; ++t) {
       token_sequence[s.token_offset + t] = static_cast<int32_t>(i);
@@ -417,8 +437,10 @@ absl::Status CudaBackend::SetBatchLayout(const BatchLayout& layout) {
   view.token_sequence = base + num_sequences * kSequenceWords;
   view.token_position = view.token_sequence + num_tokens;
   view.block_tables = view.token_position + num_tokens;
+  view.chunked_sequences = view.block_tables + num_block_entries;
   view.num_sequences = static_cast<int32_t>(num_sequences);
   view.num_tokens = static_cast<int32_t>(num_tokens);
+  view.num_chunked = static_cast<int32_t>(num_chunked);
   return absl::OkStatus();
 }
 
@@ -646,9 +668,35 @@ void CudaBackend::GatedDeltaRule(const Tensor& q, const Tensor& k,
                                dk, dv, state_pool.as<float>(), Out(out),
                                layout_->view, stream_);
   } else {
+    // Decode steps by the tiled recurrent kernel (it skips the chunked
+    // sequences), the rest by the chunked kernels, in passes of at most
+    // chunks_per_pass chunks per sequence so that the per-chunk
+    // intermediates stay within delta_rule_workspace_bytes.
     cuda::LaunchGatedDeltaRuleTiled(In(q), In(k), In(v), In(g), In(beta), hk,
                                     hv, dk, dv, state_pool.as<float>(),
                                     Out(out), layout_->view, stream_);
+    CheckLaunch("GatedDeltaRule (recurrent)");
+    const int64_t chunked = layout_->view.num_chunked;
+    if (chunked > 0) {
+      const int64_t per_chunk =
+          static_cast<int64_t>(cuda::DeltaChunkWorkspaceFloats(hv, dk, dv)) *
+          static_cast<int64_t>(sizeof(float));
+      const int64_t chunks_per_pass = std::clamp<int64_t>(
+          static_cast<int64_t>(options_.delta_rule_workspace_bytes) /
+              (chunked * per_chunk),
+          1, max_delta_chunks_);
+      float* workspace =
+          Scratch(delta_rule_workspace_,
+                  static_cast<size_t>(chunked * chunks_per_pass * per_chunk),
+                  "the chunked delta rule's intermediates");
+      if (workspace == nullptr) return;
+      for (int64_t first = 0; first < max_delta_chunks_; first += chunks_per_pass) {
+        cuda::LaunchGatedDeltaRuleChunked(
+            In(q), In(k), In(v), In(g), In(beta), hk, hv, dk, dv,
+            state_pool.as<float>(), Out(out), first, chunks_per_pass,
+            workspace, layout_->view, stream_);
+      }
+    }
   }
   CheckLaunch("GatedDeltaRule");
 }
@@ -714,8 +762,10 @@ void CudaBackend::PagedAttention(const Tensor& q, const Tensor& k_pool,
   float* partial_out = nullptr;
   if (max_runs > 1) {
     const int64_t slots = tokens * heads * max_runs;
-    float* partials = AttentionPartials(
-        static_cast<size_t>(slots * (2 + head_dim)) * sizeof(float));
+    float* partials =
+        Scratch(attention_partials_,
+                static_cast<size_t>(slots * (2 + head_dim)) * sizeof(float),
+                "the split attention's partial results");
     if (partials == nullptr) return;
     partial_stats = partials;
     partial_out = partials + 2 * slots;

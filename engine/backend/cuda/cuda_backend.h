@@ -59,6 +59,11 @@ struct CudaBackendOptions {
   // give every multiprocessor two blocks (at least 64 keys a run). Tests set
   // it small to exercise the merge.
   int64_t attention_run_keys = 0;
+  // The most bytes of per-chunk intermediates of the chunked delta rule
+  // (U, W, P and the decay sums of each 64-token chunk, about 80 KiB per
+  // chunk and value head of the 27B). A long prefill runs in passes over
+  // its chunks within it. Tests set it small to exercise the passes.
+  size_t delta_rule_workspace_bytes = size_t{64} << 20;
 
   absl::Status Validate() const;
 };
@@ -160,9 +165,14 @@ class CudaBackend final : public Backend {
   bool Require(bool condition, const char* what);
   absl::StatusOr<void*> DeviceAlloc(size_t bytes, const char* what);
   void DeviceFree(void* data);
-  // The split attention's partial results, grown to at least `bytes`; null
-  // (the error remembered) when that fails.
-  float* AttentionPartials(size_t bytes);
+  // A device buffer that only grows, kept between steps.
+  struct ScratchBuffer {
+    void* data = nullptr;
+    size_t bytes = 0;
+  };
+  // `buffer` grown to at least `bytes`; null (the error remembered) when
+  // that fails.
+  float* Scratch(ScratchBuffer& buffer, size_t bytes, const char* what);
 
   CudaBackendOptions options_;
   std::string description_;
@@ -174,8 +184,11 @@ class CudaBackend final : public Backend {
   int multiprocessors_ = 1;
   // The most keys a token of this step attends to (its position + 1).
   int64_t max_keys_ = 0;
-  void* attention_partials_ = nullptr;
-  size_t attention_partials_bytes_ = 0;
+  // The most 64-token chunks a sequence of this step has in the chunked
+  // delta rule.
+  int64_t max_delta_chunks_ = 0;
+  ScratchBuffer attention_partials_;
+  ScratchBuffer delta_rule_workspace_;
   absl::Status pending_;  // first error since the last Synchronize
   absl::Status sticky_;   // a sticky device error: every call fails with it
   std::unordered_map<void*, size_t> allocation_bytes_;  // ours to free

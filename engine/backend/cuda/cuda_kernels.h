@@ -153,12 +153,35 @@ void LaunchGatedDeltaRule(ConstTyped q, ConstTyped k, ConstTyped v,
                           const DeviceLayout& layout, cudaStream_t stream);
 
 // The same maths by the tiled kernel: a block per (sequence, value head, 32
-// state columns), each state row read as one line.
+// state columns), each state row read as one line. Skips the sequences
+// whose `chunked` is set (LaunchGatedDeltaRuleChunked's).
 void LaunchGatedDeltaRuleTiled(ConstTyped q, ConstTyped k, ConstTyped v,
                                ConstTyped g, ConstTyped beta, int64_t key_heads,
                                int64_t value_heads, int64_t key_dim,
                                int64_t value_dim, float* state_pool, Typed out,
                                const DeviceLayout& layout, cudaStream_t stream);
+
+// The chunked (WY/UT) form for the sequences of layout.chunked_sequences,
+// over chunks of kDeltaChunk tokens (model-spec §4.6), chunks
+// [first_chunk, first_chunk + chunks_per_pass) of each such sequence: a
+// first kernel computes every chunk's intermediates at once (they do not
+// depend on the state), a second walks each sequence's chunks in order,
+// carrying a tile of the state in shared memory. `workspace` holds
+// num_chunked · chunks_per_pass · DeltaChunkWorkspaceFloats(…) floats.
+constexpr int64_t kDeltaChunk = 64;
+inline int64_t DeltaChunkWorkspaceFloats(int64_t value_heads, int64_t key_dim,
+                                         int64_t value_dim) {
+  // U [C, dv], W [C, dk], P [C, C] and the decay sums [C], per value head.
+  return value_heads * kDeltaChunk * (value_dim + key_dim + kDeltaChunk + 1);
+}
+void LaunchGatedDeltaRuleChunked(ConstTyped q, ConstTyped k, ConstTyped v,
+                                 ConstTyped g, ConstTyped beta,
+                                 int64_t key_heads, int64_t value_heads,
+                                 int64_t key_dim, int64_t value_dim,
+                                 float* state_pool, Typed out,
+                                 int64_t first_chunk, int64_t chunks_per_pass,
+                                 float* workspace, const DeviceLayout& layout,
+                                 cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace tributary

@@ -7,11 +7,15 @@
 //  - straightforward (issue 7): a warp per state column, its lanes on rows,
 //    so a warp's state loads are 32 rows apart (one 4-byte word per 32-byte
 //    sector);
-//  - tiled: a block per (sequence, value head, 32 columns), its lanes on
-//    columns, so each load of a state row is one 128-byte line; the block
-//    keeps its tile in registers for all of the sequence's new tokens,
-//    reading and writing the state once per call, with k and q staged in
-//    shared memory. The chunked WY/UT prefill kernel is still to come.
+//  - fast: decode steps (one token after cached ones) by a tiled recurrent
+//    kernel, a block per (sequence, value head, 32 columns), its lanes on
+//    columns, so each load of a state row is one 128-byte line, the tile
+//    in registers, read and written once; every other sequence by the
+//    chunked (WY/UT) form over 64-token chunks: the intra-chunk products,
+//    which need no state, for all chunks at once, then one pass per
+//    sequence and 32 state columns over its chunks, each chunk a few small
+//    dense products against the state tile in shared memory instead of 64
+//    dependent token steps.
 #include <cmath>
 
 #include "engine/backend/cuda/cuda_kernels.h"
@@ -162,6 +166,7 @@ __global__ void GatedDeltaRuleTiledKernel(ConstTyped q, ConstTyped k,
   const bool has_column = m < value_dim;
   const int64_t j = blockIdx.y;
   const DeviceSequence seq = layout.sequences[blockIdx.z];
+  if (seq.chunked) return;  // the whole block: the chunked kernels' sequence
   const int64_t kh = j / (value_heads / key_heads);
   float* state =
       state_pool + (static_cast<int64_t>(seq.state_slot) * value_heads + j) *
@@ -238,6 +243,233 @@ __global__ void GatedDeltaRuleTiledKernel(ConstTyped q, ConstTyped k,
   }
 }
 
+// --- The chunked form -----------------------------------------------------------
+// Per chunk of C tokens with cumulative log decays G_i (model-spec §4.6, the
+// CPU's reference::GatedDeltaRuleChunked):
+//   A_ij = β_i (k̂_i·k̂_j) e^{G_i − G_j} (j < i),  P_ij = (q̂_i·k̂_j) e^{G_i − G_j} (j ≤ i)
+//   [U | W] = (I + A)⁻¹ [βV | β e^G K̂]
+//   V_new = U − W S;  O = e^G ⊙ (Q̂ S) + P V_new;
+//   S ← e^{G_last} S + (K̂ ⊙ e^{G_last − G})ᵀ V_new.
+// A shorter last chunk is a chunk padded with zeros (β = 0, g = 0), which
+// changes neither outputs nor state; the kernels skip the padded rows.
+constexpr int kChunk = static_cast<int>(kDeltaChunk);
+constexpr int kChunkThreads = 256;
+
+// The per-chunk intermediates of one pass, slot = (chunked rank · chunks per
+// pass + chunk in pass) · value heads + head.
+struct ChunkWorkspace {
+  float* u;      // [slots, C, dv]
+  float* w;      // [slots, C, dk]
+  float* p;      // [slots, C, C]
+  float* decay;  // [slots, C]: G_i
+};
+
+// Grid (chunk in pass, value head, chunked sequence).
+__global__ void DeltaChunkPrepareKernel(ConstTyped q, ConstTyped k,
+                                        ConstTyped v, ConstTyped g,
+                                        ConstTyped beta, int64_t key_heads,
+                                        int64_t value_heads, int64_t key_dim,
+                                        int64_t value_dim, int64_t first_chunk,
+                                        int64_t chunks_per_pass,
+                                        ChunkWorkspace ws, DeviceLayout layout) {
+  const DeviceSequence seq = layout.sequences[layout.chunked_sequences[blockIdx.z]];
+  const int64_t start = (first_chunk + blockIdx.x) * int64_t{kChunk};
+  if (start >= seq.num_tokens) return;  // the whole block
+  const int n = seq.num_tokens - start < kChunk
+                    ? static_cast<int>(seq.num_tokens - start)
+                    : kChunk;
+  const int64_t j = blockIdx.y;
+  const int64_t kh = j / (value_heads / key_heads);
+  const int64_t row0 = seq.token_offset + start;
+  const int64_t slot =
+      (int64_t{blockIdx.z} * chunks_per_pass + blockIdx.x) * value_heads + j;
+  float* u = ws.u + slot * kChunk * value_dim;
+  float* w = ws.w + slot * kChunk * key_dim;
+  float* p = ws.p + slot * kChunk * kChunk;
+  auto key_at = [&](int64_t i) { return ((row0 + i) * key_heads + kh) * key_dim; };
+
+  __shared__ float cumulative[kChunk];
+  __shared__ float b[kChunk];
+  __shared__ float a[kChunk][kChunk + 1];  // +1: rows on different banks
+  if (threadIdx.x == 0) {
+    float running = 0.0f;
+    for (int i = 0; i < kChunk; ++i) {
+      if (i < n) running += LoadF32(g.data, g.type, (row0 + i) * value_heads + j);
+      cumulative[i] = running;
+      b[i] = i < n ? LoadF32(beta.data, beta.type, (row0 + i) * value_heads + j)
+                   : 0.0f;
+    }
+  }
+  __syncthreads();
+  for (int pair = threadIdx.x; pair < kChunk * kChunk; pair += blockDim.x) {
+    const int i = pair / kChunk, jj = pair % kChunk;
+    float a_value = 0.0f, p_value = 0.0f;
+    if (i < n && jj <= i) {
+      float kk = 0.0f, qk = 0.0f;
+      const int64_t ki = key_at(i), kj = key_at(jj);
+      for (int64_t d = 0; d < key_dim; ++d) {
+        const float key_j = LoadF32(k.data, k.type, kj + d);
+        kk += LoadF32(k.data, k.type, ki + d) * key_j;
+        qk += LoadF32(q.data, q.type, ki + d) * key_j;
+      }
+      const float decay = expf(cumulative[i] - cumulative[jj]);
+      if (jj < i) a_value = b[i] * kk * decay;
+      p_value = qk * decay;
+    }
+    a[i][jj] = a_value;
+    p[pair] = p_value;
+  }
+  if (threadIdx.x < kChunk) ws.decay[slot * kChunk + threadIdx.x] = cumulative[threadIdx.x];
+  __syncthreads();
+  // The right-hand sides [βV | β e^G K̂] into U and W (rows < n), so that
+  // the solve below reads plain floats (with the loads' type switch inside
+  // the unrolled solve, it spilled).
+  for (int64_t e = threadIdx.x; e < int64_t{n} * (value_dim + key_dim);
+       e += blockDim.x) {
+    const int64_t i = e / (value_dim + key_dim), c = e % (value_dim + key_dim);
+    if (c < value_dim) {
+      u[i * value_dim + c] =
+          b[i] * LoadF32(v.data, v.type, ((row0 + i) * value_heads + j) * value_dim + c);
+    } else {
+      w[i * key_dim + (c - value_dim)] =
+          b[i] * expf(cumulative[i]) *
+          LoadF32(k.data, k.type, key_at(i) + (c - value_dim));
+    }
+  }
+  __syncthreads();
+  // Forward substitution in place, one column of [U | W] per thread, row by
+  // row, each row's terms in ascending jj (the reference's order). The
+  // solved rows are kept in registers; a row's result is put in place by
+  // an unrolled select, since a run-time index would send the array to
+  // local memory (and a fully unrolled triangle spilled).
+  for (int64_t c = threadIdx.x; c < value_dim + key_dim; c += blockDim.x) {
+    float* column = c < value_dim ? u + c : w + (c - value_dim);
+    const int64_t stride = c < value_dim ? value_dim : key_dim;
+    float solved[kChunk];
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) solved[i] = 0.0f;
+    for (int i = 0; i < n; ++i) {
+      float x = column[i * stride];
+#pragma unroll
+      for (int jj = 0; jj < kChunk; ++jj) {
+        if (jj < i) x -= a[i][jj] * solved[jj];
+      }
+      column[i * stride] = x;
+#pragma unroll
+      for (int jj = 0; jj < kChunk; ++jj) {
+        if (jj == i) solved[jj] = x;
+      }
+    }
+  }
+}
+
+// Grid (32-column tile, value head, chunked sequence); thread (warp w, lane
+// l) has column m = tile · 32 + l and chunk rows w, w + 8, … . The state
+// tile S [dk, 32] lives in shared memory for all the pass's chunks.
+__global__ void DeltaChunkStateKernel(ConstTyped q, ConstTyped k,
+                                      int64_t key_heads, int64_t value_heads,
+                                      int64_t key_dim, int64_t value_dim,
+                                      float* state_pool, Typed out,
+                                      int64_t first_chunk,
+                                      int64_t chunks_per_pass,
+                                      ChunkWorkspace ws, DeviceLayout layout) {
+  constexpr int kRowsPerThread = kChunk / kTileWarps;
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  const int64_t m = blockIdx.x * int64_t{kTileColumns} + lane;
+  const bool has_column = m < value_dim;
+  const int64_t j = blockIdx.y;
+  const DeviceSequence seq = layout.sequences[layout.chunked_sequences[blockIdx.z]];
+  const int64_t kh = j / (value_heads / key_heads);
+  const int64_t chunks = (seq.num_tokens + kChunk - 1) / kChunk;
+  const int64_t last =
+      first_chunk + chunks_per_pass < chunks ? first_chunk + chunks_per_pass : chunks;
+  if (first_chunk >= last) return;  // the whole block
+  float* state =
+      state_pool + (static_cast<int64_t>(seq.state_slot) * value_heads + j) *
+                       key_dim * value_dim;
+  __shared__ float tile[kMaxDeltaKeyDim][kTileColumns];
+  __shared__ float v_new[kChunk][kTileColumns];
+  __shared__ float e_decay[kChunk];       // e^{G_i}
+  __shared__ float e_to_last[kChunk];     // e^{G_last − G_i}
+  for (int64_t d = warp; d < key_dim; d += kTileWarps) {
+    tile[d][lane] = has_column ? state[d * value_dim + m] : 0.0f;
+  }
+  for (int64_t chunk = first_chunk; chunk < last; ++chunk) {
+    const int64_t start = chunk * kChunk;
+    const int n = seq.num_tokens - start < kChunk
+                      ? static_cast<int>(seq.num_tokens - start)
+                      : kChunk;
+    const int64_t row0 = seq.token_offset + start;
+    const int64_t slot =
+        (int64_t{blockIdx.z} * chunks_per_pass + (chunk - first_chunk)) *
+            value_heads + j;
+    const float* u = ws.u + slot * kChunk * value_dim;
+    const float* w = ws.w + slot * kChunk * key_dim;
+    const float* p = ws.p + slot * kChunk * kChunk;
+    const float* decay = ws.decay + slot * kChunk;
+    if (threadIdx.x < kChunk) {
+      e_decay[threadIdx.x] = expf(decay[threadIdx.x]);
+      e_to_last[threadIdx.x] = expf(decay[n - 1] - decay[threadIdx.x]);
+    }
+    // (0) The tile (loaded, or updated by the last chunk) and the factors.
+    __syncthreads();
+    // V_new = U − W S, rows warp + 8a.
+    float acc[kRowsPerThread];
+#pragma unroll
+    for (int a = 0; a < kRowsPerThread; ++a) acc[a] = 0.0f;
+    for (int64_t d = 0; d < key_dim; ++d) {
+      const float s_d = tile[d][lane];
+#pragma unroll
+      for (int a = 0; a < kRowsPerThread; ++a) {
+        const int i = warp + a * kTileWarps;
+        if (i < n) acc[a] += w[i * key_dim + d] * s_d;
+      }
+    }
+#pragma unroll
+    for (int a = 0; a < kRowsPerThread; ++a) {
+      const int i = warp + a * kTileWarps;
+      v_new[i][lane] = (i < n && has_column) ? u[i * value_dim + m] - acc[a] : 0.0f;
+    }
+    // (1) V_new complete.
+    __syncthreads();
+    // O = e^G ⊙ (Q̂ S) + P V_new, rows warp + 8a (not unrolled: the body
+    // is large, and unrolled it spilled).
+    for (int a = 0; a < kRowsPerThread; ++a) {
+      const int i = warp + a * kTileWarps;
+      if (i >= n) continue;
+      const int64_t query = ((row0 + i) * key_heads + kh) * key_dim;
+      float qs = 0.0f;
+      for (int64_t d = 0; d < key_dim; ++d) {
+        qs += LoadF32(q.data, q.type, query + d) * tile[d][lane];
+      }
+      float o = e_decay[i] * qs;
+      for (int jj = 0; jj <= i; ++jj) o += p[i * kChunk + jj] * v_new[jj][lane];
+      if (has_column) {
+        StoreF32(out.data, out.type, ((row0 + i) * value_heads + j) * value_dim + m, o);
+      }
+    }
+    // (2) Every read of the old tile done.
+    __syncthreads();
+    // S ← e^{G_last} S + (K̂ ⊙ e^{G_last − G})ᵀ V_new, rows d = warp + 8b.
+    const float e_last = e_decay[n - 1];
+    for (int64_t d = warp; d < key_dim; d += kTileWarps) {
+      float s_d = e_last * tile[d][lane];
+      for (int i = 0; i < n; ++i) {
+        const int64_t key = ((row0 + i) * key_heads + kh) * key_dim + d;
+        s_d += LoadF32(k.data, k.type, key) * e_to_last[i] * v_new[i][lane];
+      }
+      tile[d][lane] = s_d;
+    }
+    // (3) The next chunk's factors and V_new overwrite this one's only after
+    // every thread is done with them.
+    __syncthreads();
+  }
+  for (int64_t d = warp; d < key_dim; d += kTileWarps) {
+    if (has_column) state[d * value_dim + m] = tile[d][lane];
+  }
+}
+
 }  // namespace
 
 void LaunchCausalConv1dSilu(ConstTyped x, int64_t channels, int64_t kernel,
@@ -278,6 +510,36 @@ void LaunchGatedDeltaRuleTiled(ConstTyped q, ConstTyped k, ConstTyped v,
   TRIBUTARY_LAUNCH(GatedDeltaRuleTiledKernel, grid, kTileWarps * kWarpSize, stream)(
       q, k, v, g, beta, key_heads, value_heads, key_dim, value_dim, state_pool,
       out, layout);
+}
+
+void LaunchGatedDeltaRuleChunked(ConstTyped q, ConstTyped k, ConstTyped v,
+                                 ConstTyped g, ConstTyped beta,
+                                 int64_t key_heads, int64_t value_heads,
+                                 int64_t key_dim, int64_t value_dim,
+                                 float* state_pool, Typed out,
+                                 int64_t first_chunk, int64_t chunks_per_pass,
+                                 float* workspace, const DeviceLayout& layout,
+                                 cudaStream_t stream) {
+  if (layout.num_chunked <= 0 || value_heads <= 0 || value_dim <= 0) return;
+  const int64_t slots = int64_t{layout.num_chunked} * chunks_per_pass * value_heads;
+  ChunkWorkspace ws;
+  ws.u = workspace;
+  ws.w = ws.u + slots * kChunk * value_dim;
+  ws.p = ws.w + slots * kChunk * key_dim;
+  ws.decay = ws.p + slots * kChunk * kChunk;
+  const dim3 prepare_grid(static_cast<unsigned>(chunks_per_pass),
+                          static_cast<unsigned>(value_heads),
+                          static_cast<unsigned>(layout.num_chunked));
+  TRIBUTARY_LAUNCH(DeltaChunkPrepareKernel, prepare_grid, kChunkThreads, stream)(
+      q, k, v, g, beta, key_heads, value_heads, key_dim, value_dim,
+      first_chunk, chunks_per_pass, ws, layout);
+  const dim3 state_grid(
+      static_cast<unsigned>((value_dim + kTileColumns - 1) / kTileColumns),
+      static_cast<unsigned>(value_heads),
+      static_cast<unsigned>(layout.num_chunked));
+  TRIBUTARY_LAUNCH(DeltaChunkStateKernel, state_grid, kTileWarps * kWarpSize, stream)(
+      q, k, key_heads, value_heads, key_dim, value_dim, state_pool, out,
+      first_chunk, chunks_per_pass, ws, layout);
 }
 
 }  // namespace cuda

@@ -18,6 +18,9 @@ struct DeviceSequence {
   int32_t first_position;      // tokens cached before this step
   int32_t state_slot;          // GDN state slot
   int32_t block_table_offset;  // index of its first entry in block_tables
+  // 1 when the delta rule takes the chunked form for it (any step but a
+  // single token after cached ones, as the CPU backend), else 0.
+  int32_t chunked;
 };
 
 // Device pointers (into one buffer the backend owns) and counts.
@@ -26,8 +29,11 @@ struct DeviceLayout {
   const int32_t* token_sequence = nullptr;    // [num_tokens]: its sequence
   const int32_t* token_position = nullptr;    // [num_tokens]: its position
   const int32_t* block_tables = nullptr;      // all block tables, concatenated
+  // The sequences with chunked = 1, in order: [num_chunked].
+  const int32_t* chunked_sequences = nullptr;
   int32_t num_sequences = 0;
   int32_t num_tokens = 0;
+  int32_t num_chunked = 0;
 };
 
 }  // namespace cuda

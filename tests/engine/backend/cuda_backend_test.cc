@@ -186,6 +186,54 @@ class CudaBackendTest : public ::testing::Test {
     }
   }
 
+  // Steps of the delta rule on both backends from one random state in 4
+  // slots: `layout` first, then each sequence one decode token further,
+  // `steps` steps in all (the slots must be < 4).
+  void DeltaRuleSteps(int64_t hk, int64_t hv, int64_t dk, int64_t dv,
+                      BatchLayout layout, int steps) {
+    const int64_t slots = 4;
+    Pair state = Input(Shape{slots, hv, dk, dv}, -0.3f, 0.3f, kF32);
+    for (int step = 0; step < steps; ++step) {
+      SCOPED_TRACE(step);
+      SetLayout(layout);
+      const int64_t t = layout.num_tokens();
+      // Unit-norm keys and queries (the decoder's L2 norm), then rounded.
+      auto unit_rows = [&](int64_t rows, float scale) {
+        std::vector<float> v = Random(rows * dk, -1, 1, false);
+        for (int64_t r = 0; r < rows; ++r) {
+          double n = 0;
+          for (int64_t i = 0; i < dk; ++i) n += double{v[r * dk + i]} * v[r * dk + i];
+          for (int64_t i = 0; i < dk; ++i) {
+            v[r * dk + i] = RoundBf16(static_cast<float>(v[r * dk + i] * scale / std::sqrt(n)));
+          }
+        }
+        return v;
+      };
+      const Shape qk_shape{t, hk, dk};
+      Pair q, k;
+      q.values = unit_rows(t * hk, 1.0f / std::sqrt(static_cast<float>(dk)));
+      k.values = unit_rows(t * hk, 1.0f);
+      q.cpu = Upload(*cpu_, kF32, qk_shape, q.values);
+      q.gpu = Upload(*gpu_, kBF16, qk_shape, q.values);
+      k.cpu = Upload(*cpu_, kF32, qk_shape, k.values);
+      k.gpu = Upload(*gpu_, kBF16, qk_shape, k.values);
+      Pair v = Input(Shape{t, hv, dv}, -1, 1);
+      Pair g = Input(Shape{t, hv}, -2.0f, -0.01f, kF32);
+      Pair beta = Input(Shape{t, hv}, 0.0f, 1.0f, kF32);
+      Pair out = Output(Shape{t, hv, dv});
+      cpu_->GatedDeltaRule(q.cpu, k.cpu, v.cpu, g.cpu, beta.cpu, state.cpu, out.cpu);
+      gpu_->GatedDeltaRule(q.gpu, k.gpu, v.gpu, g.gpu, beta.gpu, state.gpu, out.gpu);
+      ExpectClose(out, dv, 2e-2, "GatedDeltaRule out");
+      ExpectClose(state, dk * dv, 1e-3, "GatedDeltaRule state");
+      int64_t offset = 0;
+      for (SequenceSlice& s : layout.sequences) {
+        s.first_position += s.num_tokens;
+        s.token_offset = offset++;
+        s.num_tokens = 1;
+      }
+    }
+  }
+
   // Both backends run the same layout.
   void SetLayout(const BatchLayout& layout) {
     ASSERT_TRUE(cpu_->SetBatchLayout(layout).ok());
@@ -485,13 +533,15 @@ TEST_F(CudaBackendTest, CausalConvCarriesItsWindowAcrossSteps) {
 }
 
 // Attention and the delta rule in each of their kernel forms: the fast ones
-// with runs chosen by the backend, the fast ones with runs of 8 keys (so
-// that short test contexts are cut into several runs and merged), and the
-// straightforward ones.
+// with the backend's choices; the fast ones with runs of 8 keys and a
+// one-byte delta rule workspace (so that short test contexts are cut into
+// several runs and merged, and the chunked delta rule runs one chunk per
+// pass); and the straightforward ones.
 struct KernelForm {
   const char* name;
   bool straightforward;
   int64_t run_keys;
+  size_t delta_rule_workspace_bytes;
 };
 void PrintTo(const KernelForm& form, std::ostream* os) { *os << form.name; }
 class CudaKernelFormTest : public CudaBackendTest,
@@ -501,14 +551,15 @@ class CudaKernelFormTest : public CudaBackendTest,
     BackendOptions options;
     options.cuda_straightforward_kernels = GetParam().straightforward;
     options.cuda_attention_run_keys = GetParam().run_keys;
+    options.cuda_delta_rule_workspace_bytes = GetParam().delta_rule_workspace_bytes;
     return options;
   }
 };
 INSTANTIATE_TEST_SUITE_P(
     Forms, CudaKernelFormTest,
-    ::testing::Values(KernelForm{"fast", false, 0},
-                      KernelForm{"fast_runs_of_8", false, 8},
-                      KernelForm{"straightforward", true, 0}),
+    ::testing::Values(KernelForm{"fast", false, 0, 0},
+                      KernelForm{"fast_small_pieces", false, 8, 1},
+                      KernelForm{"straightforward", true, 0, 0}),
     [](const ::testing::TestParamInfo<KernelForm>& info) {
       return std::string(info.param.name);
     });
@@ -522,49 +573,26 @@ TEST_P(CudaKernelFormTest, GatedDeltaRuleEqualsTheCpuForms) {
   for (const Dims& d : {Dims{2, 4, 32, 16}, Dims{1, 3, 128, 128},
                         Dims{1, 2, 256, 32}}) {
     SCOPED_TRACE(d.dk);
-    const int64_t slots = 4;
-    Pair state = Input(Shape{slots, d.hv, d.dk, d.dv}, -0.3f, 0.3f, kF32);
-    BatchLayout layout = MixedLayout(4, 32);
-    for (int step = 0; step < 2; ++step) {
-      SCOPED_TRACE(step);
-      SetLayout(layout);
-      const int64_t t = layout.num_tokens();
-      // Unit-norm keys and queries (the decoder's L2 norm), then rounded.
-      auto unit_rows = [&](int64_t rows, float scale) {
-        std::vector<float> v = Random(rows * d.dk, -1, 1, false);
-        for (int64_t r = 0; r < rows; ++r) {
-          double n = 0;
-          for (int64_t i = 0; i < d.dk; ++i) n += double{v[r * d.dk + i]} * v[r * d.dk + i];
-          for (int64_t i = 0; i < d.dk; ++i) {
-            v[r * d.dk + i] = RoundBf16(static_cast<float>(v[r * d.dk + i] * scale / std::sqrt(n)));
-          }
-        }
-        return v;
-      };
-      const Shape qk_shape{t, d.hk, d.dk};
-      Pair q, k;
-      q.values = unit_rows(t * d.hk, 1.0f / std::sqrt(static_cast<float>(d.dk)));
-      k.values = unit_rows(t * d.hk, 1.0f);
-      q.cpu = Upload(*cpu_, kF32, qk_shape, q.values);
-      q.gpu = Upload(*gpu_, kBF16, qk_shape, q.values);
-      k.cpu = Upload(*cpu_, kF32, qk_shape, k.values);
-      k.gpu = Upload(*gpu_, kBF16, qk_shape, k.values);
-      Pair v = Input(Shape{t, d.hv, d.dv}, -1, 1);
-      Pair g = Input(Shape{t, d.hv}, -2.0f, -0.01f, kF32);
-      Pair beta = Input(Shape{t, d.hv}, 0.0f, 1.0f, kF32);
-      Pair out = Output(Shape{t, d.hv, d.dv});
-      cpu_->GatedDeltaRule(q.cpu, k.cpu, v.cpu, g.cpu, beta.cpu, state.cpu, out.cpu);
-      gpu_->GatedDeltaRule(q.gpu, k.gpu, v.gpu, g.gpu, beta.gpu, state.gpu, out.gpu);
-      ExpectClose(out, d.dv, 2e-2, "GatedDeltaRule out");
-      ExpectClose(state, d.dk * d.dv, 1e-3, "GatedDeltaRule state");
-      int64_t offset = 0;
-      for (SequenceSlice& s : layout.sequences) {
-        s.first_position += s.num_tokens;
-        s.token_offset = offset++;
-        s.num_tokens = 1;
-      }
-    }
+    DeltaRuleSteps(d.hk, d.hv, d.dk, d.dv, MixedLayout(4, 32), 2);
   }
+}
+
+// Prefills of several chunks (64 tokens each), one with a short last chunk
+// and one continuing cached state, beside a decode step, then decode steps.
+TEST_P(CudaKernelFormTest, GatedDeltaRuleOverSeveralChunks) {
+  BatchLayout layout;
+  const int64_t tokens[] = {150, 1, 70}, cached[] = {0, 40, 30};
+  int64_t offset = 0;
+  for (int i = 0; i < 3; ++i) {
+    SequenceSlice s;
+    s.token_offset = offset;
+    s.num_tokens = tokens[i];
+    s.first_position = cached[i];
+    s.state_slot = static_cast<int32_t>(3 - i);
+    offset += tokens[i];
+    layout.sequences.push_back(s);
+  }
+  DeltaRuleSteps(2, 4, 128, 64, layout, 2);
 }
 
 TEST_P(CudaKernelFormTest, WriteKvThenPagedAttention) {
