@@ -174,7 +174,8 @@ __global__ void SplitAttentionKernel(ConstTyped q, int64_t num_heads,
                                      int64_t block_size, float scale,
                                      int64_t run_keys, int64_t max_runs,
                                      Typed out, float* partial_stats,
-                                     float* partial_out, DeviceLayout layout) {
+                                     float* partial_out, bool skip_flash,
+                                     DeviceLayout layout) {
   const int lane = threadIdx.x % kWarpSize;
   const int warp = threadIdx.x / kWarpSize;
   const int64_t t = blockIdx.x;
@@ -187,6 +188,7 @@ __global__ void SplitAttentionKernel(ConstTyped q, int64_t num_heads,
                                  ? group - heads_before
                                  : kSplitGroupHeads;
   const DeviceSequence& seq = layout.sequences[layout.token_sequence[t]];
+  if (skip_flash && seq.flash) return;  // the whole block: the flash kernel's
   const int64_t num_keys = int64_t{layout.token_position[t]} + 1;
   const int64_t run = blockIdx.z;
   const int64_t key_begin = run * run_keys;
@@ -286,8 +288,9 @@ __global__ void MergeAttentionRunsKernel(int64_t num_heads, int64_t head_dim,
                                          int64_t run_keys, int64_t max_runs,
                                          const float* partial_stats,
                                          const float* partial_out, Typed out,
-                                         DeviceLayout layout) {
+                                         bool skip_flash, DeviceLayout layout) {
   const int64_t t = blockIdx.x, head = blockIdx.y;
+  if (skip_flash && layout.sequences[layout.token_sequence[t]].flash) return;
   const int64_t num_keys = int64_t{layout.token_position[t]} + 1;
   const int64_t runs = (num_keys + run_keys - 1) / run_keys;
   if (runs <= 1) return;  // written by the split kernel
@@ -353,7 +356,8 @@ void LaunchSplitAttention(ConstTyped q, int64_t num_tokens, int64_t num_heads,
                           ConstTyped v_pool, int64_t block_size, float scale,
                           int64_t run_keys, int64_t max_runs,
                           float* partial_stats, float* partial_out, Typed out,
-                          const DeviceLayout& layout, cudaStream_t stream) {
+                          bool skip_flash, const DeviceLayout& layout,
+                          cudaStream_t stream) {
   if (num_tokens <= 0 || num_heads <= 0) return;
   const int64_t group = num_heads / kv_heads;
   const int64_t groups_per_kv = (group + kSplitGroupHeads - 1) / kSplitGroupHeads;
@@ -362,13 +366,13 @@ void LaunchSplitAttention(ConstTyped q, int64_t num_tokens, int64_t num_heads,
                   static_cast<unsigned>(max_runs));
   TRIBUTARY_LAUNCH(SplitAttentionKernel, grid, kSplitWarps * kWarpSize, stream)(
       q, num_heads, kv_heads, head_dim, k_pool, v_pool, block_size, scale,
-      run_keys, max_runs, out, partial_stats, partial_out, layout);
+      run_keys, max_runs, out, partial_stats, partial_out, skip_flash, layout);
   if (max_runs > 1) {
     const dim3 merge_grid(static_cast<unsigned>(num_tokens),
                           static_cast<unsigned>(num_heads));
     TRIBUTARY_LAUNCH(MergeAttentionRunsKernel, merge_grid, 128, stream)(
         num_heads, head_dim, run_keys, max_runs, partial_stats, partial_out,
-        out, layout);
+        out, skip_flash, layout);
   }
 }
 

@@ -353,12 +353,22 @@ absl::Status CudaBackend::SetBatchLayout(const BatchLayout& layout) {
         num_sequences, " sequences in one step; the CUDA backend takes 65535"));
   }
   int64_t num_block_entries = 0;
-  int64_t num_chunked = 0;
+  int64_t num_chunked = 0, num_flash_tiles = 0;
   max_keys_ = 0;
+  max_keys_without_flash_ = 0;
+  tokens_without_flash_ = 0;
   max_delta_chunks_ = 0;
   for (const SequenceSlice& s : layout.sequences) {
     num_block_entries += static_cast<int64_t>(s.block_table.size());
     max_keys_ = std::max(max_keys_, s.first_position + s.num_tokens);
+    if (s.num_tokens >= cuda::kFlashMinTokens) {
+      num_flash_tiles += (s.num_tokens + cuda::kFlashTileTokens - 1) /
+                         cuda::kFlashTileTokens;
+    } else {
+      tokens_without_flash_ += s.num_tokens;
+      max_keys_without_flash_ =
+          std::max(max_keys_without_flash_, s.first_position + s.num_tokens);
+    }
     if (DeltaRuleChunked(s)) {
       ++num_chunked;
       max_delta_chunks_ = std::max(
@@ -371,14 +381,15 @@ absl::Status CudaBackend::SetBatchLayout(const BatchLayout& layout) {
   std::vector<int32_t>& words = layout_->host;
   words.assign(static_cast<size_t>(num_sequences * kSequenceWords +
                                    2 * num_tokens + num_block_entries +
-                                   num_chunked),
+                                   num_chunked + 2 * num_flash_tiles),
                0);
   int32_t* sequences = words.data();
   int32_t* token_sequence = sequences + num_sequences * kSequenceWords;
   int32_t* token_position = token_sequence + num_tokens;
   int32_t* block_tables = token_position + num_tokens;
   int32_t* chunked_sequences = block_tables + num_block_entries;
-  int64_t block_offset = 0, chunked_rank = 0;
+  int32_t* flash_tiles = chunked_sequences + num_chunked;
+  int64_t block_offset = 0, chunked_rank = 0, flash_tile = 0;
   for (int64_t i = 0; i < num_sequences; ++i) {
     const SequenceSlice& s = layout.sequences[i];
     cuda::DeviceSequence d;
@@ -389,6 +400,12 @@ absl::Status CudaBackend::SetBatchLayout(const BatchLayout& layout) {
     d.block_table_offset = static_cast<int32_t>(block_offset);
     d.chunked = DeltaRuleChunked(s) ? 1 : 0;
     if (d.chunked) chunked_sequences[chunked_rank++] = static_cast<int32_t>(i);
+    d.flash = s.num_tokens >= cuda::kFlashMinTokens ? 1 : 0;
+    for (int64_t t = 0; d.flash && t < s.num_tokens; t += cuda::kFlashTileTokens) {
+      flash_tiles[2 * flash_tile] = static_cast<int32_t>(i);
+      flash_tiles[2 * flash_tile + 1] = static_cast<int32_t>(t);
+      ++flash_tile;
+    }
     std::memcpy(sequences + i * kSequenceWords, &d, sizeof d);
     for (int64_t t = 0; t < s.num_tokens; ++t) {
       token_sequence[s.token_offset + t] = static_cast<int32_t>(i);
@@ -438,9 +455,11 @@ absl::Status CudaBackend::SetBatchLayout(const BatchLayout& layout) {
   view.token_position = view.token_sequence + num_tokens;
   view.block_tables = view.token_position + num_tokens;
   view.chunked_sequences = view.block_tables + num_block_entries;
+  view.flash_tiles = view.chunked_sequences + num_chunked;
   view.num_sequences = static_cast<int32_t>(num_sequences);
   view.num_tokens = static_cast<int32_t>(num_tokens);
   view.num_chunked = static_cast<int32_t>(num_chunked);
+  view.num_flash_tiles = static_cast<int32_t>(num_flash_tiles);
   return absl::OkStatus();
 }
 
@@ -741,20 +760,38 @@ void CudaBackend::PagedAttention(const Tensor& q, const Tensor& k_pool,
     return;
   }
   if (tokens == 0) return;
+  // Sequences of kFlashMinTokens new tokens or more go to the flash kernel
+  // when it takes the shapes and types; the split kernel does the rest.
+  const bool flash = activation_type() == ElementType::kBF16 &&
+                     q.type == ElementType::kBF16 &&
+                     k_pool.type == ElementType::kBF16 &&
+                     v_pool.type == ElementType::kBF16 &&
+                     out.type == ElementType::kBF16 && head_dim % 16 == 0 &&
+                     head_dim <= cuda::kFlashMaxHeadDim &&
+                     layout_->view.num_flash_tiles > 0;
+  if (flash) {
+    cuda::LaunchFlashAttention(q.data, heads, kv_heads, head_dim, k_pool.data,
+                               v_pool.data, k_pool.shape[1], scale, out.data,
+                               layout_->view, stream_);
+    CheckLaunch("PagedAttention (flash)");
+  }
+  const int64_t split_tokens = flash ? tokens_without_flash_ : tokens;
+  const int64_t max_keys = flash ? max_keys_without_flash_ : max_keys_;
+  if (split_tokens == 0) return;
   // Runs of keys: enough blocks for two per multiprocessor (a decode step of
   // few sequences has few (token, KV head) pairs), but runs of at least 64
   // keys, so that the merge stays small against the run's own work.
   int64_t run_keys = options_.attention_run_keys;
   if (run_keys == 0) {
     const int64_t pairs =
-        tokens * kv_heads *
+        split_tokens * kv_heads *
         ((heads / kv_heads + cuda::kSplitAttentionHeadsPerBlock - 1) /
          cuda::kSplitAttentionHeadsPerBlock);
     const int64_t runs_wanted =
         std::max<int64_t>(1, (2 * multiprocessors_ + pairs - 1) / pairs);
-    run_keys = std::max<int64_t>(64, (max_keys_ + runs_wanted - 1) / runs_wanted);
+    run_keys = std::max<int64_t>(64, (max_keys + runs_wanted - 1) / runs_wanted);
   }
-  const int64_t max_runs = std::max<int64_t>(1, (max_keys_ + run_keys - 1) / run_keys);
+  const int64_t max_runs = std::max<int64_t>(1, (max_keys + run_keys - 1) / run_keys);
   if (!Require(max_runs <= 65535, "PagedAttention: more than 65535 runs of keys")) {
     return;
   }
@@ -773,7 +810,7 @@ void CudaBackend::PagedAttention(const Tensor& q, const Tensor& k_pool,
   cuda::LaunchSplitAttention(In(q), tokens, heads, kv_heads, head_dim,
                              In(k_pool), In(v_pool), k_pool.shape[1], scale,
                              run_keys, max_runs, partial_stats, partial_out,
-                             Out(out), layout_->view, stream_);
+                             Out(out), flash, layout_->view, stream_);
   CheckLaunch("PagedAttention");
 }
 

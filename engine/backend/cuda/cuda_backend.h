@@ -182,8 +182,12 @@ class CudaBackend final : public Backend {
   void* cublas_workspace_ = nullptr;
   std::unique_ptr<DeviceLayoutBuffer> layout_;
   int multiprocessors_ = 1;
-  // The most keys a token of this step attends to (its position + 1).
+  // The most keys a token of this step attends to (its position + 1), and
+  // the same and the token count over the sequences the flash kernel may
+  // take no part in (fewer than kFlashMinTokens new tokens).
   int64_t max_keys_ = 0;
+  int64_t max_keys_without_flash_ = 0;
+  int64_t tokens_without_flash_ = 0;
   // The most 64-token chunks a sequence of this step has in the chunked
   // delta rule.
   int64_t max_delta_chunks_ = 0;

@@ -123,7 +123,8 @@ void LaunchPagedAttention(ConstTyped q, int64_t num_tokens, int64_t num_heads,
 // softmax in partial_stats [T, heads, max_runs, 2] (max, denominator) and
 // partial_out [T, heads, max_runs, head_dim] (f32, unnormalised), merged
 // into `out` by a second kernel. max_runs ≥ every token's run count; the
-// partial buffers may be null when max_runs is 1.
+// partial buffers may be null when max_runs is 1. With skip_flash, the
+// tokens of sequences with `flash` set are left to the flash kernel.
 constexpr int64_t kSplitAttentionMaxHeadDim = 256;
 constexpr int64_t kSplitAttentionHeadsPerBlock = 8;
 void LaunchSplitAttention(ConstTyped q, int64_t num_tokens, int64_t num_heads,
@@ -131,7 +132,21 @@ void LaunchSplitAttention(ConstTyped q, int64_t num_tokens, int64_t num_heads,
                           ConstTyped v_pool, int64_t block_size, float scale,
                           int64_t run_keys, int64_t max_runs,
                           float* partial_stats, float* partial_out, Typed out,
-                          const DeviceLayout& layout, cudaStream_t stream);
+                          bool skip_flash, const DeviceLayout& layout,
+                          cudaStream_t stream);
+
+// The flash kernel (flash_attention_kernels.cu): causal attention of the
+// sequences with `flash` set, from layout.flash_tiles (kFlashRows query
+// tokens each), bf16 q, pools and out; head_dim a multiple of 16, at most
+// kFlashMaxHeadDim. A sequence qualifies with kFlashMinTokens new tokens.
+constexpr int64_t kFlashMaxHeadDim = 256;
+constexpr int64_t kFlashTileTokens = 64;
+constexpr int64_t kFlashMinTokens = 16;
+void LaunchFlashAttention(const void* q, int64_t num_heads, int64_t kv_heads,
+                          int64_t head_dim, const void* k_pool,
+                          const void* v_pool, int64_t block_size, float scale,
+                          void* out, const DeviceLayout& layout,
+                          cudaStream_t stream);
 
 // --- delta_rule_kernels.cu ---------------------------------------------------
 

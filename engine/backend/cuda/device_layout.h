@@ -21,6 +21,10 @@ struct DeviceSequence {
   // 1 when the delta rule takes the chunked form for it (any step but a
   // single token after cached ones, as the CPU backend), else 0.
   int32_t chunked;
+  // 1 when its attention may go to the flash kernel (at least
+  // kFlashMinTokens new tokens); the backend decides per call whether it
+  // does (flash_tiles lists its query tiles).
+  int32_t flash;
 };
 
 // Device pointers (into one buffer the backend owns) and counts.
@@ -31,9 +35,13 @@ struct DeviceLayout {
   const int32_t* block_tables = nullptr;      // all block tables, concatenated
   // The sequences with chunked = 1, in order: [num_chunked].
   const int32_t* chunked_sequences = nullptr;
+  // The flash kernel's query tiles: (sequence, first token of the tile
+  // within the sequence's step) pairs, [num_flash_tiles, 2].
+  const int32_t* flash_tiles = nullptr;
   int32_t num_sequences = 0;
   int32_t num_tokens = 0;
   int32_t num_chunked = 0;
+  int32_t num_flash_tiles = 0;
 };
 
 }  // namespace cuda

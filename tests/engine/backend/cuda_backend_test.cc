@@ -666,6 +666,51 @@ TEST_P(CudaKernelFormTest, DecodeAttentionOverALongContext) {
   }
 }
 
+// Prefill chunks long enough for the flash kernel (16 new tokens or more:
+// a 70-token prompt, two tiles of 64 rows with a short second one, and a
+// 20-token chunk after 100 cached tokens), beside a decode step and a
+// 5-token chunk that the split kernel takes, at the 27B's heads (groups of
+// 6, head_dim 256) and at head_dim 32 and 64.
+TEST_P(CudaKernelFormTest, PrefillAttentionBesideDecodes) {
+  struct Dims {
+    int64_t heads, kv_heads, head_dim;
+  };
+  for (const Dims& d : {Dims{24, 4, 256}, Dims{4, 2, 32}, Dims{8, 1, 64}}) {
+    SCOPED_TRACE(d.head_dim);
+    const int64_t block_size = 16, blocks_per_seq = 8;
+    const int64_t tokens[] = {70, 1, 20, 5}, cached[] = {0, 50, 100, 33};
+    const int64_t num_seqs = 4, blocks = blocks_per_seq * num_seqs;
+    std::vector<int32_t> free(static_cast<size_t>(blocks));
+    std::iota(free.begin(), free.end(), 0);
+    std::shuffle(free.begin(), free.end(), rng_);
+    BatchLayout layout;
+    int64_t offset = 0;
+    for (int64_t i = 0; i < num_seqs; ++i) {
+      SequenceSlice s;
+      s.token_offset = offset;
+      s.num_tokens = tokens[i];
+      s.first_position = cached[i];
+      s.state_slot = static_cast<int32_t>(i);
+      for (int64_t b = 0; b < blocks_per_seq; ++b) {
+        s.block_table.push_back(free.back());
+        free.pop_back();
+      }
+      offset += tokens[i];
+      layout.sequences.push_back(s);
+    }
+    SetLayout(layout);
+    const int64_t t = layout.num_tokens();
+    Pair k_pool = Input(Shape{blocks, block_size, d.kv_heads, d.head_dim}, -1, 1);
+    Pair v_pool = Input(Shape{blocks, block_size, d.kv_heads, d.head_dim}, -1, 1);
+    Pair q = Input(Shape{t, d.heads, d.head_dim}, -2, 2);
+    Pair out = Output(Shape{t, d.heads, d.head_dim});
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
+    cpu_->PagedAttention(q.cpu, k_pool.cpu, v_pool.cpu, scale, out.cpu);
+    gpu_->PagedAttention(q.gpu, k_pool.gpu, v_pool.gpu, scale, out.gpu);
+    ExpectClose(out, d.head_dim, 2e-2, "PagedAttention");
+  }
+}
+
 TEST_F(CudaBackendTest, ABadCallIsReportedAndTheBackendGoesOn) {
   Pair x = Input(Shape{2, 8}, -1, 1);
   Pair w = Weight(Shape{4, 16}, -1, 1);  // in = 16, x has 8 columns

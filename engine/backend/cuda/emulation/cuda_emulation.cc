@@ -110,6 +110,7 @@ struct BlockRun {
   std::vector<Group> warps;
   std::vector<uint64_t> slots;  // one shuffle slot per thread
   std::vector<bool> slot_live;  // false once the thread has exited
+  std::vector<unsigned char> gather;  // kWarpGatherBytes per thread
 };
 
 thread_local BlockRun* running = nullptr;
@@ -176,6 +177,7 @@ void RunBlock(BlockRun& b, int num_threads) {
   b.warps.assign(static_cast<size_t>(num_warps), Group{});
   b.slots.assign(static_cast<size_t>(num_threads), 0);
   b.slot_live.assign(static_cast<size_t>(num_threads), true);
+  b.gather.assign(static_cast<size_t>(num_threads) * kWarpGatherBytes, 0);
   for (int i = 0; i < num_threads; ++i) {
     Fiber& f = b.fibers[i];
     f.thread.x = static_cast<unsigned>(i) % block_dim.x;
@@ -248,6 +250,25 @@ uint64_t ShuffleXor(unsigned mask, uint64_t bits, int lane_mask) {
   const uint64_t out = b.slots[partner];
   Wait(b.warps[f.warp]);  // nobody overwrites a slot before all have read
   return out;
+}
+
+void WarpAllGather(const void* mine, size_t bytes, void* all) {
+  if (running == nullptr) Fail("a warp-collective instruction outside a kernel");
+  if (bytes > kWarpGatherBytes) Fail("a warp gather of too many bytes");
+  BlockRun& b = *running;
+  const Fiber& f = b.fibers[b.current];
+  if (b.warps[f.warp].live != kWarp) {
+    Fail("a warp-collective instruction in a warp with exited or missing lanes");
+  }
+  const int base = f.warp * kWarp;
+  std::memcpy(&b.gather[static_cast<size_t>(base + f.lane) * kWarpGatherBytes],
+              mine, bytes);
+  Wait(b.warps[f.warp]);
+  for (int l = 0; l < kWarp; ++l) {
+    std::memcpy(static_cast<unsigned char*>(all) + l * bytes,
+                &b.gather[static_cast<size_t>(base + l) * kWarpGatherBytes], bytes);
+  }
+  Wait(b.warps[f.warp]);  // nobody overwrites a slot before all have read
 }
 
 void RunGrid(dim3 grid, dim3 block, const std::function<void()>& body) {

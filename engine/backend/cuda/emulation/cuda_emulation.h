@@ -56,6 +56,11 @@ extern thread_local dim3 grid_dim;
 void SyncThreads();
 // Exchanges 8 bytes with lane (this lane ^ lane_mask) of the warp.
 uint64_t ShuffleXor(unsigned mask, uint64_t bits, int lane_mask);
+// A full-warp exchange: every lane publishes `bytes` (at most
+// kWarpGatherBytes) from `mine` and gets lane l's at all + l · bytes. The
+// warp-collective instructions (mma.sync) are built on it.
+constexpr size_t kWarpGatherBytes = 64;
+void WarpAllGather(const void* mine, size_t bytes, void* all);
 // Runs body() as every thread of every block of the grid, in order.
 void RunGrid(dim3 grid, dim3 block, const std::function<void()>& body);
 

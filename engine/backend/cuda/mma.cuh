@@ -1,0 +1,89 @@
+// One warp-wide tensor-core product, mma.sync.m16n8k16 with bf16 inputs and
+// f32 accumulation, and the bf16 packing its fragments use. On the device
+// it is the PTX instruction; on the CPU emulation, a warp gather followed by
+// the same product in f32, each lane computing the elements it holds.
+//
+// Fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating
+// point type"), with g = lane / 4 and t = lane % 4, each 32-bit register
+// holding two bf16, the lower column (or row, for B) in the low half:
+//   A [16 × 16], row-major: a[0] = (g, 2t…2t+1), a[1] = (g + 8, 2t…2t+1),
+//                           a[2] = (g, 2t+8…2t+9), a[3] = (g + 8, 2t+8…2t+9)
+//   B [16 × 8] (k × n):     b[0] = (2t…2t+1, g), b[1] = (2t+8…2t+9, g)
+//   C, D [16 × 8], f32:     c[0], c[1] = (g, 2t), (g, 2t+1);
+//                           c[2], c[3] = (g + 8, 2t), (g + 8, 2t+1)
+// Included by the .cu files only, after device_common.cuh.
+#ifndef TRIBUTARY_ENGINE_BACKEND_CUDA_MMA_CUH_
+#define TRIBUTARY_ENGINE_BACKEND_CUDA_MMA_CUH_
+
+#include <cstdint>
+
+#include "engine/backend/cuda/device_common.cuh"
+
+namespace tributary {
+namespace cuda {
+
+// Two floats as bf16 (round to nearest even), `low` in the low half.
+__device__ __forceinline__ uint32_t PackBf16x2(float low, float high) {
+#if defined(TRIBUTARY_CUDA_EMULATION)
+  return uint32_t{__float2bfloat16_rn(low).bits} |
+         (uint32_t{__float2bfloat16_rn(high).bits} << 16);
+#else
+  return uint32_t{__bfloat16_as_ushort(__float2bfloat16_rn(low))} |
+         (uint32_t{__bfloat16_as_ushort(__float2bfloat16_rn(high))} << 16);
+#endif
+}
+
+// Two bf16 bit patterns (a row's neighbours, say) into one register.
+__device__ __forceinline__ uint32_t PackBits(uint16_t low, uint16_t high) {
+  return uint32_t{low} | (uint32_t{high} << 16);
+}
+
+// d = a · b + c over one 16 × 8 × 16 tile, by the whole warp (every lane
+// must call it, with the fragments above).
+__device__ __forceinline__ void MmaBf16(float (&d)[4], const uint32_t (&a)[4],
+                                        const uint32_t (&b)[2],
+                                        const float (&c)[4]) {
+#if defined(TRIBUTARY_CUDA_EMULATION)
+  struct Fragments {
+    uint32_t a[4];
+    uint32_t b[2];
+    float c[4];
+  };
+  const Fragments mine{{a[0], a[1], a[2], a[3]}, {b[0], b[1]}, {c[0], c[1], c[2], c[3]}};
+  Fragments all[kWarpSize];
+  ::tributary::cuda_emulation::WarpAllGather(&mine, sizeof mine, all);
+  auto half = [](uint32_t reg, int which) {
+    return ::tributary::Bf16ToF32(static_cast<uint16_t>(reg >> (16 * which)));
+  };
+  // Element (r, k) of A and (k, n) of B, from the lane and register that
+  // hold it.
+  auto a_at = [&](int r, int k) {
+    const int lane = (r % 8) * 4 + (k % 8) / 2;
+    return half(all[lane].a[(r >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k % 2);
+  };
+  auto b_at = [&](int k, int n) {
+    const int lane = n * 4 + (k % 8) / 2;
+    return half(all[lane].b[k >= 8 ? 1 : 0], k % 2);
+  };
+  const int lane = static_cast<int>(threadIdx.x % kWarpSize);
+  const int g = lane / 4, t = lane % 4;
+  for (int i = 0; i < 4; ++i) {
+    const int row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
+    float sum = c[i];
+    for (int k = 0; k < 16; ++k) sum += a_at(row, k) * b_at(k, col);
+    d[i] = sum;
+  }
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+        "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+#endif
+}
+
+}  // namespace cuda
+}  // namespace tributary
+
+#endif  // TRIBUTARY_ENGINE_BACKEND_CUDA_MMA_CUH_
