@@ -70,6 +70,17 @@ class TimingBackend final : public Backend {
     return Time("SetBatchLayout",
                 [&] { return inner_->SetBatchLayout(layout); });
   }
+  // Graph regions pass through untimed while timing is off; while it is on,
+  // every op is issued (and, with `synchronize`, waited for) on its own.
+  void BeginGraphRegion() override {
+    in_region_ = !enabled_;
+    if (in_region_) inner_->BeginGraphRegion();
+  }
+  absl::Status EndGraphRegion() override {
+    if (!in_region_) return absl::OkStatus();
+    in_region_ = false;
+    return inner_->EndGraphRegion();
+  }
   void MatMul(const Tensor& x, const Tensor& w, const Tensor& y) override {
     TimeVoid(absl::StrCat("MatMul ", w.shape[0], "x", w.shape[1]),
              [&] { inner_->MatMul(x, w, y); });
@@ -186,6 +197,7 @@ class TimingBackend final : public Backend {
   Backend* inner_;
   bool synchronize_;
   bool enabled_ = true;
+  bool in_region_ = false;
   absl::Status pending_;
   std::map<std::string, double> totals_;
 };

@@ -94,6 +94,16 @@ class Backend {
   // caller (the model) against its caches.
   virtual absl::Status SetBatchLayout(const BatchLayout& layout) = 0;
 
+  // A graph region: the ops between BeginGraphRegion() and
+  // EndGraphRegion() may be recorded and run as one unit (a CUDA graph),
+  // which a later region with exactly the same ops and arguments replays
+  // (decode steps of one batch size). Inside a region: no copies to or from
+  // the host, no Synchronize, no Allocate or Free. The work is issued by
+  // EndGraphRegion at the latest (its errors as for any op). A backend
+  // without graphs runs the ops as usual and ignores both calls.
+  virtual void BeginGraphRegion() {}
+  virtual absl::Status EndGraphRegion() { return absl::OkStatus(); }
+
   // --- Row-wise ops -------------------------------------------------------------
   // y [T, out] = x [T, in] · wᵀ, w [out, in] in its stored type.
   virtual void MatMul(const Tensor& x, const Tensor& w, const Tensor& y) = 0;

@@ -35,6 +35,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
   cuda.activation_type = options.cuda_activation_type;
   cuda.straightforward_kernels = options.cuda_straightforward_kernels;
   cuda.attention_run_keys = options.cuda_attention_run_keys;
+  cuda.graphs = options.cuda_graphs;
   if (options.cuda_delta_rule_workspace_bytes > 0) {
     cuda.delta_rule_workspace_bytes = options.cuda_delta_rule_workspace_bytes;
   }

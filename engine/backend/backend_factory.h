@@ -30,6 +30,8 @@ struct BackendOptions {
   bool cuda_straightforward_kernels = false;
   int64_t cuda_attention_run_keys = 0;
   size_t cuda_delta_rule_workspace_bytes = 0;
+  // CudaBackendOptions::graphs: decode steps as CUDA graphs.
+  bool cuda_graphs = true;
 };
 
 // Whether this build has the CUDA backend (the toolkit was found at build

@@ -420,12 +420,37 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
   RETURN_IF_ERROR(backend_->CopyFromHost(ids.data(), ids_tensor));
   RETURN_IF_ERROR(backend_->SetBatchLayout(layout));
 
-  backend_->EmbeddingGather(ids_tensor, embed_tokens_, step.stream);
+  ForwardOutput output;
+  // The rows that get logits, uploaded before the step's ops so that a
+  // graph region holds no copy.
+  if (options.logits_for_all_tokens) {
+    for (int64_t t = 0; t < num_tokens; ++t) output.logit_rows.push_back(t);
+  } else {
+    for (const SequenceSlice& s : layout.sequences) {
+      output.logit_rows.push_back(s.token_offset + s.num_tokens - 1);
+    }
+  }
+  const int64_t num_rows = static_cast<int64_t>(output.logit_rows.size());
+  std::vector<int32_t> rows32(output.logit_rows.begin(), output.logit_rows.end());
+  ASSIGN_OR_RETURN(Tensor rows_tensor, allocate(ElementType::kI32, Shape{num_rows}));
+  RETURN_IF_ERROR(backend_->CopyFromHost(rows32.data(), rows_tensor));
+  ASSIGN_OR_RETURN(Tensor logits,
+                   allocate(ElementType::kF32, Shape{num_rows, c.vocab_size}));
+
   const StepInterventions* iv =
       options.interventions != nullptr && !options.interventions->empty()
           ? options.interventions
           : nullptr;
-  ForwardOutput output;
+  // A decode step without interventions is the same work at every step of
+  // its batch size (and context bucket): one graph region, which a backend
+  // with graphs replays (backend.h). Interventions copy to and from the
+  // host mid-step, and prefill shapes vary: those run as plain ops.
+  bool graph_region = iv == nullptr;
+  for (const SequenceSlice& s : layout.sequences) {
+    if (s.num_tokens != 1 || s.first_position == 0) graph_region = false;
+  }
+  if (graph_region) backend_->BeginGraphRegion();
+  backend_->EmbeddingGather(ids_tensor, embed_tokens_, step.stream);
   if (iv != nullptr) {
     RETURN_IF_ERROR(ApplyInterventions(*iv, -1, step, &output));
   }
@@ -465,23 +490,11 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
     }
   }
 
-  if (options.logits_for_all_tokens) {
-    for (int64_t t = 0; t < num_tokens; ++t) output.logit_rows.push_back(t);
-  } else {
-    for (const SequenceSlice& s : layout.sequences) {
-      output.logit_rows.push_back(s.token_offset + s.num_tokens - 1);
-    }
-  }
-  const int64_t num_rows = static_cast<int64_t>(output.logit_rows.size());
-  std::vector<int32_t> rows32(output.logit_rows.begin(), output.logit_rows.end());
-  ASSIGN_OR_RETURN(Tensor rows_tensor, allocate(ElementType::kI32, Shape{num_rows}));
-  RETURN_IF_ERROR(backend_->CopyFromHost(rows32.data(), rows_tensor));
   Tensor selected = View(step.normed, Shape{num_rows, hidden});
   backend_->GatherRows(step.stream, rows_tensor, selected);
   backend_->RmsNorm(selected, final_norm_, eps, selected);
-  ASSIGN_OR_RETURN(Tensor logits,
-                   allocate(ElementType::kF32, Shape{num_rows, c.vocab_size}));
   backend_->MatMul(selected, lm_head_, logits);
+  if (graph_region) RETURN_IF_ERROR(backend_->EndGraphRegion());
 
   output.logits.resize(static_cast<size_t>(num_rows * c.vocab_size));
   RETURN_IF_ERROR(backend_->CopyToHost(logits, output.logits.data()));

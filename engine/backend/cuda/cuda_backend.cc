@@ -11,6 +11,7 @@
 #include "engine/backend/cuda/cuda_kernels.h"
 #include "engine/backend/cuda/cuda_status.h"
 #include "engine/backend/cuda/device_layout.h"
+#include "engine/backend/cuda/launch_recorder.h"
 
 namespace tributary {
 namespace {
@@ -69,6 +70,10 @@ absl::Status CudaBackendOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("device = ", device, " must be ≥ 0"));
   }
+  if (max_graphs < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_graphs = ", max_graphs, " must be ≥ 1"));
+  }
   if (delta_rule_workspace_bytes == 0) {
     return absl::InvalidArgumentError(
         "delta_rule_workspace_bytes must be > 0");
@@ -87,7 +92,9 @@ absl::Status CudaBackendOptions::Validate() const {
 }
 
 CudaBackend::CudaBackend(const CudaBackendOptions& options)
-    : options_(options), layout_(std::make_unique<DeviceLayoutBuffer>()) {}
+    : options_(options),
+      layout_(std::make_unique<DeviceLayoutBuffer>()),
+      recorder_(std::make_unique<cuda::LaunchRecorder>()) {}
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
     const CudaBackendOptions& options) {
@@ -148,8 +155,10 @@ absl::Status CudaBackend::Init() {
 CudaBackend::~CudaBackend() {
   // Errors cannot be reported from here; a sticky error makes these fail,
   // and the process is about to restart anyway.
+  if (in_region_) cuda::ActiveLaunchRecorder() = nullptr;
   (void)cudaSetDevice(options_.device);
   if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
+  ClearGraphs();
   if (cublas_ != nullptr) (void)cublas_api_->destroy(cublas_);
   for (const auto& [data, bytes] : allocation_bytes_) (void)cudaFree(data);
   if (layout_->device != nullptr) (void)cudaFree(layout_->device);
@@ -282,6 +291,7 @@ absl::StatusOr<Tensor> CudaBackend::ImportWeight(const void* host,
 
 absl::Status CudaBackend::CopyFromHost(const void* src, const Tensor& dst) {
   if (!sticky_.ok()) return sticky_;
+  if (in_region_) return absl::InternalError("CopyFromHost inside a graph region");
   if (dst.size_bytes() == 0) return absl::OkStatus();
   if (!Activate()) return pending_;
   // From pageable memory the copy returns once `src` has been staged, so the
@@ -295,6 +305,7 @@ absl::Status CudaBackend::CopyFromHost(const void* src, const Tensor& dst) {
 
 absl::Status CudaBackend::CopyToHost(const Tensor& src, void* dst) {
   if (!sticky_.ok()) return sticky_;
+  if (in_region_) return absl::InternalError("CopyToHost inside a graph region");
   if (src.size_bytes() > 0) {
     if (!Activate()) return Synchronize();
     Record(CudaStatus(cudaMemcpyAsync(dst, src.data, src.size_bytes(),
@@ -306,8 +317,15 @@ absl::Status CudaBackend::CopyToHost(const Tensor& src, void* dst) {
 
 void CudaBackend::Zero(const Tensor& tensor) {
   if (tensor.size_bytes() == 0 || !sticky_.ok()) return;
-  Record(CudaStatus(cudaMemsetAsync(tensor.data, 0, tensor.size_bytes(), stream_),
-                    "cudaMemsetAsync"));
+  void* data = tensor.data;
+  const size_t bytes = tensor.size_bytes();
+  constexpr uint64_t kMemsetTag = 0x6d656d736574;  // "memset"
+  IssueOrRecord(
+      [this, data, bytes] {
+        Record(CudaStatus(cudaMemsetAsync(data, 0, bytes, stream_),
+                          "cudaMemsetAsync"));
+      },
+      kMemsetTag, data, bytes);
 }
 
 void CudaBackend::ZeroRows(const Tensor& tensor, int64_t row_begin,
@@ -333,6 +351,7 @@ void CudaBackend::FillRandom(const Tensor& tensor, uint64_t seed, float low,
 }
 
 absl::Status CudaBackend::Synchronize() {
+  if (in_region_) return absl::InternalError("Synchronize inside a graph region");
   if (stream_ != nullptr && sticky_.ok()) {
     Record(CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"));
   }
@@ -342,8 +361,116 @@ absl::Status CudaBackend::Synchronize() {
   return result;
 }
 
+template <typename Work, typename... Key>
+void CudaBackend::IssueOrRecord(Work&& work, const Key&... key) {
+  cuda::LaunchRecorder* recorder = cuda::ActiveLaunchRecorder();
+  if (recorder == nullptr) {
+    work();
+    return;
+  }
+  (recorder->Add(key), ...);
+  recorder->AddWork(std::forward<Work>(work));
+}
+
+void CudaBackend::BeginGraphRegion() {
+  if (in_region_ || !sticky_.ok()) return;
+  in_region_ = true;
+  recorder_->Clear();
+  cuda::ActiveLaunchRecorder() = recorder_.get();
+}
+
+void CudaBackend::IssueRecorded() {
+  for (std::function<void()>& work : recorder_->work()) work();
+  CheckLaunch("a graph region's launches");
+}
+
+void CudaBackend::ClearGraphs() {
+  for (auto& [hash, graph] : graphs_) (void)cudaGraphExecDestroy(graph.exec);
+  graphs_.clear();
+}
+
+absl::Status CudaBackend::EndGraphRegion() {
+  if (!in_region_) return absl::OkStatus();
+  in_region_ = false;
+  cuda::ActiveLaunchRecorder() = nullptr;
+  if (!sticky_.ok()) {
+    recorder_->Clear();
+    return sticky_;
+  }
+  if (recorder_->empty()) return absl::OkStatus();
+  if (!Activate()) {
+    recorder_->Clear();
+    return Synchronize();
+  }
+  if (!options_.graphs) {
+    IssueRecorded();
+    ++graph_stats_.eager;
+    recorder_->Clear();
+    return absl::OkStatus();
+  }
+  const std::vector<uint64_t>& words = recorder_->words();
+  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a over the words
+  for (uint64_t w : words) hash = (hash ^ w) * 0x100000001b3ull;
+  auto [first, last] = graphs_.equal_range(hash);
+  for (auto it = first; it != last; ++it) {
+    if (it->second.words == words) {
+      it->second.last_use = ++graph_clock_;
+      Record(CudaStatus(cudaGraphLaunch(it->second.exec, stream_),
+                        "cudaGraphLaunch"));
+      ++graph_stats_.replayed;
+      recorder_->Clear();
+      return absl::OkStatus();
+    }
+  }
+  // New work: capture it into a graph, keep it, launch it. A capture that
+  // fails (a driver without it, say) runs the work as plain launches.
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t error =
+      cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
+  if (error == cudaSuccess) {
+    for (std::function<void()>& work : recorder_->work()) work();
+    error = cudaStreamEndCapture(stream_, &graph);
+    if (error == cudaSuccess) error = cudaGraphInstantiate(&exec, graph, 0);
+    if (graph != nullptr) (void)cudaGraphDestroy(graph);
+  }
+  if (error != cudaSuccess) {
+    absl::Status s = CudaStatus(error, "capturing a CUDA graph");
+    if (absl::IsUnavailable(s)) {
+      Record(s);
+      recorder_->Clear();
+      return Synchronize();
+    }
+    (void)cudaGetLastError();
+    IssueRecorded();
+    ++graph_stats_.eager;
+    recorder_->Clear();
+    return absl::OkStatus();
+  }
+  if (static_cast<int>(graphs_.size()) >= options_.max_graphs) {
+    auto oldest = graphs_.begin();
+    for (auto it = graphs_.begin(); it != graphs_.end(); ++it) {
+      if (it->second.last_use < oldest->second.last_use) oldest = it;
+    }
+    (void)cudaGraphExecDestroy(oldest->second.exec);
+    graphs_.erase(oldest);
+  }
+  KeptGraph kept;
+  kept.words = words;
+  kept.exec = exec;
+  kept.last_use = ++graph_clock_;
+  graphs_.emplace(hash, std::move(kept));
+  Record(CudaStatus(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch"));
+  ++graph_stats_.captured;
+  recorder_->Clear();
+  return absl::OkStatus();
+}
+
 absl::Status CudaBackend::SetBatchLayout(const BatchLayout& layout) {
   if (!sticky_.ok()) return sticky_;
+  if (in_region_) {
+    return absl::InternalError("SetBatchLayout inside a graph region");
+  }
   if (!Activate()) return Synchronize();
   const int64_t num_sequences = static_cast<int64_t>(layout.sequences.size());
   const int64_t num_tokens = layout.num_tokens();
@@ -482,16 +609,26 @@ void CudaBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& y) {
   // Row-major y [T, out] = x [T, in] · wᵀ is, in cuBLAS's column-major terms,
   // yᵀ [out, T] = wᵀ… : w seen column-major is [in, out] (lda = in), so
   // op(A) = Aᵀ gives [out, in]; x seen column-major is [in, T] (ldb = in).
-  const float alpha = 1.0f, beta = 0.0f;
-  Record(CublasStatus(
-      *cublas_api_,
-      cublas_api_->gemm_ex(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out),
-                   static_cast<int>(tokens), static_cast<int>(in), &alpha,
-                   w.data, CudaDataType(w.type), static_cast<int>(in), x.data,
-                   CudaDataType(x.type), static_cast<int>(in), &beta, y.data,
-                   CudaDataType(y.type), static_cast<int>(out),
-                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-      "cublasGemmEx"));
+  const int m = static_cast<int>(out), n = static_cast<int>(tokens),
+            k = static_cast<int>(in);
+  const void* w_data = w.data;
+  const void* x_data = x.data;
+  void* y_data = y.data;
+  const cudaDataType_t w_type = CudaDataType(w.type), x_type = CudaDataType(x.type),
+                       y_type = CudaDataType(y.type);
+  constexpr uint64_t kGemmTag = 0x67656d6d;  // "gemm"
+  IssueOrRecord(
+      [=] {
+        const float alpha = 1.0f, beta = 0.0f;
+        Record(CublasStatus(
+            *cublas_api_,
+            cublas_api_->gemm_ex(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k,
+                                 &alpha, w_data, w_type, k, x_data, x_type, k,
+                                 &beta, y_data, y_type, m, CUBLAS_COMPUTE_32F,
+                                 CUBLAS_GEMM_DEFAULT),
+            "cublasGemmEx"));
+      },
+      kGemmTag, m, n, k, w_data, x_data, y_data, w_type, x_type, y_type);
 }
 
 void CudaBackend::EmbeddingGather(const Tensor& ids, const Tensor& table,
@@ -780,7 +917,12 @@ void CudaBackend::PagedAttention(const Tensor& q, const Tensor& k_pool,
   if (split_tokens == 0) return;
   // Runs of keys: enough blocks for two per multiprocessor (a decode step of
   // few sequences has few (token, KV head) pairs), but runs of at least 64
-  // keys, so that the merge stays small against the run's own work.
+  // keys, so that the merge stays small against the run's own work. Chosen
+  // for the context rounded up to a power of two, so that the launches of a
+  // decode step change only when the context doubles and its graph stays
+  // valid meanwhile (the blocks of runs past a token's keys return at once).
+  int64_t keys_bucket = 64;
+  while (keys_bucket < max_keys) keys_bucket *= 2;
   int64_t run_keys = options_.attention_run_keys;
   if (run_keys == 0) {
     const int64_t pairs =
@@ -789,9 +931,10 @@ void CudaBackend::PagedAttention(const Tensor& q, const Tensor& k_pool,
          cuda::kSplitAttentionHeadsPerBlock);
     const int64_t runs_wanted =
         std::max<int64_t>(1, (2 * multiprocessors_ + pairs - 1) / pairs);
-    run_keys = std::max<int64_t>(64, (max_keys + runs_wanted - 1) / runs_wanted);
+    run_keys = std::max<int64_t>(64, (keys_bucket + runs_wanted - 1) / runs_wanted);
   }
-  const int64_t max_runs = std::max<int64_t>(1, (max_keys + run_keys - 1) / run_keys);
+  const int64_t max_runs =
+      std::max<int64_t>(1, (std::max(keys_bucket, max_keys) + run_keys - 1) / run_keys);
   if (!Require(max_runs <= 65535, "PagedAttention: more than 65535 runs of keys")) {
     return;
   }

@@ -36,10 +36,12 @@
 // paths).
 struct CUstream_st;
 struct cublasContext;
+struct CUgraphExec_st;
 
 namespace tributary {
 namespace cuda {
 struct CublasApi;
+class LaunchRecorder;
 }  // namespace cuda
 
 struct CudaBackendOptions {
@@ -64,6 +66,12 @@ struct CudaBackendOptions {
   // chunk and value head of the 27B). A long prefill runs in passes over
   // its chunks within it. Tests set it small to exercise the passes.
   size_t delta_rule_workspace_bytes = size_t{64} << 20;
+  // Graph regions (backend.h) as CUDA graphs: a region's work is recorded,
+  // captured into a graph the first time its exact launches are seen, and
+  // replayed after that; at most max_graphs are kept (least recently used
+  // dropped). Off: regions run as plain launches.
+  bool graphs = true;
+  int max_graphs = 64;
 
   absl::Status Validate() const;
 };
@@ -97,6 +105,17 @@ class CudaBackend final : public Backend {
   void set_straightforward_kernels(bool on) {
     options_.straightforward_kernels = on;
   }
+  // The same for CudaBackendOptions::graphs (takes effect at the next
+  // region).
+  void set_graphs(bool on) { options_.graphs = on; }
+  // What the graph regions did so far: captured into a new graph, replayed
+  // a kept one, or ran as plain launches (graphs off, or a capture failed).
+  struct GraphStats {
+    int64_t captured = 0;
+    int64_t replayed = 0;
+    int64_t eager = 0;
+  };
+  const GraphStats& graph_stats() const { return graph_stats_; }
 
   absl::StatusOr<Tensor> Allocate(ElementType type,
                                   const Shape& shape) override;
@@ -112,6 +131,8 @@ class CudaBackend final : public Backend {
                   ElementType value_type) override;
   absl::Status Synchronize() override;
   absl::Status SetBatchLayout(const BatchLayout& layout) override;
+  void BeginGraphRegion() override;
+  absl::Status EndGraphRegion() override;
 
   void MatMul(const Tensor& x, const Tensor& w, const Tensor& y) override;
   void EmbeddingGather(const Tensor& ids, const Tensor& table,
@@ -165,6 +186,15 @@ class CudaBackend final : public Backend {
   bool Require(bool condition, const char* what);
   absl::StatusOr<void*> DeviceAlloc(size_t bytes, const char* what);
   void DeviceFree(void* data);
+  // Issues `work` now, or records it in the graph region under the key
+  // words of `key` (its exact arguments).
+  template <typename Work, typename... Key>
+  void IssueOrRecord(Work&& work, const Key&... key);
+  // Runs the region's recorded work as plain launches.
+  void IssueRecorded();
+  // Drops every kept graph.
+  void ClearGraphs();
+
   // A device buffer that only grows, kept between steps.
   struct ScratchBuffer {
     void* data = nullptr;
@@ -193,6 +223,17 @@ class CudaBackend final : public Backend {
   int64_t max_delta_chunks_ = 0;
   ScratchBuffer attention_partials_;
   ScratchBuffer delta_rule_workspace_;
+  // Graph regions.
+  struct KeptGraph {
+    std::vector<uint64_t> words;  // the region's exact launches
+    CUgraphExec_st* exec = nullptr;
+    uint64_t last_use = 0;
+  };
+  std::unique_ptr<cuda::LaunchRecorder> recorder_;
+  bool in_region_ = false;
+  std::unordered_multimap<uint64_t, KeptGraph> graphs_;  // by hash of words
+  uint64_t graph_clock_ = 0;
+  GraphStats graph_stats_;
   absl::Status pending_;  // first error since the last Synchronize
   absl::Status sticky_;   // a sticky device error: every call fails with it
   std::unordered_map<void*, size_t> allocation_bytes_;  // ours to free

@@ -13,21 +13,64 @@
 #endif
 
 #include <cstdint>
+#include <tuple>
+#include <utility>
 
+#include "engine/backend/cuda/launch_recorder.h"
 #include "engine/backend/element_type.h"
 
 namespace tributary {
 namespace cuda {
 
-// Launches `kernel` on `stream`: TRIBUTARY_LAUNCH(k, grid, block, s)(args…)
-// is k<<<grid, block, 0, s>>>(args…), or its CPU emulation.
+// kernel<<<grid, block, 0, stream>>>(params…), or its CPU emulation.
+template <typename... Params>
+void IssueKernel(void (*kernel)(Params...), dim3 grid, dim3 block,
+                 cudaStream_t stream, const Params&... params) {
 #if defined(TRIBUTARY_CUDA_EMULATION)
-#define TRIBUTARY_LAUNCH(kernel, grid, block, stream) \
-  ::tributary::cuda_emulation::Launch(kernel, grid, block, stream)
+  ::tributary::cuda_emulation::Launch(kernel, grid, block, stream)(params...);
 #else
-#define TRIBUTARY_LAUNCH(kernel, grid, block, stream) \
-  kernel<<<grid, block, 0, stream>>>
+  kernel<<<grid, block, 0, stream>>>(params...);
 #endif
+}
+
+// One launch: issued at once, or, while a LaunchRecorder is active on this
+// thread (a CUDA graph region), recorded with its exact arguments.
+template <typename... Params>
+struct KernelLaunch {
+  void (*kernel)(Params...);
+  dim3 grid, block;
+  cudaStream_t stream;
+
+  template <typename... Args>
+  void operator()(Args&&... args) const {
+    std::tuple<Params...> params(Params(std::forward<Args>(args))...);
+    LaunchRecorder* recorder = ActiveLaunchRecorder();
+    if (recorder == nullptr) {
+      std::apply([&](const Params&... p) { IssueKernel(kernel, grid, block, stream, p...); },
+                 params);
+      return;
+    }
+    recorder->Add(reinterpret_cast<uintptr_t>(kernel));
+    recorder->Add(grid);
+    recorder->Add(block);
+    std::apply([&](const Params&... p) { (recorder->Add(p), ...); }, params);
+    recorder->AddWork([k = kernel, g = grid, b = block, s = stream, params] {
+      std::apply([&](const Params&... p) { IssueKernel(k, g, b, s, p...); }, params);
+    });
+  }
+};
+
+template <typename... Params>
+KernelLaunch<Params...> MakeLaunch(void (*kernel)(Params...), dim3 grid,
+                                   dim3 block, cudaStream_t stream) {
+  return KernelLaunch<Params...>{kernel, grid, block, stream};
+}
+
+// Launches `kernel` on `stream`: TRIBUTARY_LAUNCH(k, grid, block, s)(args…)
+// is k<<<grid, block, 0, s>>>(args…) (or its CPU emulation), recorded
+// instead inside a graph region.
+#define TRIBUTARY_LAUNCH(kernel, grid, block, stream) \
+  ::tributary::cuda::MakeLaunch(kernel, dim3(grid), dim3(block), stream)
 
 constexpr int kWarpSize = 32;
 // Threads of a block that reduces one row (norms, the residual add).

@@ -27,6 +27,7 @@
 #include "engine/backend/element_type.h"
 #if defined(TRIBUTARY_TEST_CUBLAS_LOADER)
 #include "engine/backend/cuda/cublas_api.h"
+#include "engine/backend/cuda/cuda_backend.h"
 #endif
 
 namespace tributary {
@@ -343,6 +344,43 @@ TEST_F(CudaBackendTest, RmsNormSeparateAndInPlace) {
   gpu_->RmsNorm(x.gpu, w.gpu, 1e-6f, x.gpu);
   ExpectClose(x, 300, 1e-2, "RmsNorm in place");
 }
+
+#if defined(TRIBUTARY_TEST_CUBLAS_LOADER)
+// A graph region is replayed only for exactly the same launches: the same
+// ops on the same tensors with new data replay it, a changed argument (eps)
+// captures another; every result is the CPU's. Host copies inside a region
+// are refused.
+TEST_F(CudaBackendTest, GraphRegionsReplayOnlyTheSameLaunches) {
+  auto* cuda = dynamic_cast<CudaBackend*>(gpu_.get());
+  ASSERT_NE(cuda, nullptr);
+  Pair x = Input(Shape{5, 64}, -3, 3);
+  Pair w = Weight(Shape{48, 64}, -0.5f, 0.5f);
+  Pair norm_w = Weight(Shape{64}, -0.5f, 0.5f);
+  Pair normed = Output(Shape{5, 64});
+  Pair y = Output(Shape{5, 48});
+  for (const float eps : {1e-6f, 1e-6f, 1e-2f, 1e-6f}) {
+    // New data in the same tensors each time.
+    const std::vector<float> fresh = Random(5 * 64, -3, 3, true);
+    std::vector<uint16_t> bits(fresh.size());
+    for (size_t i = 0; i < fresh.size(); ++i) bits[i] = F32ToBf16(fresh[i]);
+    ASSERT_TRUE(cpu_->CopyFromHost(fresh.data(), x.cpu).ok());
+    ASSERT_TRUE(gpu_->CopyFromHost(bits.data(), x.gpu).ok());
+    cpu_->RmsNorm(x.cpu, norm_w.cpu, eps, normed.cpu);
+    cpu_->MatMul(normed.cpu, w.cpu, y.cpu);
+    gpu_->BeginGraphRegion();
+    gpu_->RmsNorm(x.gpu, norm_w.gpu, eps, normed.gpu);
+    gpu_->MatMul(normed.gpu, w.gpu, y.gpu);
+    std::vector<float> host(5 * 48);
+    EXPECT_FALSE(gpu_->CopyToHost(y.gpu, host.data()).ok());
+    ASSERT_TRUE(gpu_->EndGraphRegion().ok());
+    ExpectClose(normed, 64, 1e-2, "RmsNorm in a region");
+    ExpectClose(y, 48, 2e-2, "MatMul in a region");
+  }
+  EXPECT_EQ(cuda->graph_stats().captured, 2);  // eps 1e-6, then 1e-2
+  EXPECT_EQ(cuda->graph_stats().replayed, 2);
+  EXPECT_EQ(cuda->graph_stats().eager, 0);
+}
+#endif
 
 TEST_F(CudaBackendTest, GatedRmsNorm) {
   Pair o = Input(Shape{12, 16}, -2, 2);

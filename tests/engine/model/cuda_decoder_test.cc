@@ -18,6 +18,9 @@
 #include "engine/backend/backend_factory.h"
 #include "engine/model/hybrid_decoder.h"
 #include "engine/model/model_directory.h"
+#if defined(TRIBUTARY_TEST_CUDA_BACKEND)
+#include "engine/backend/cuda/cuda_backend.h"
+#endif
 #include "fixture_reference.h"
 
 namespace tributary {
@@ -103,7 +106,7 @@ struct Synthetic {
 };
 
 Synthetic MakeSynthetic(const std::string& preset, BackendKind kind,
-                        ElementType cuda_activations) {
+                        ElementType cuda_activations, bool graphs = true) {
   Synthetic s;
   auto model = ModelDirectory::Synthetic(preset);
   EXPECT_TRUE(model.ok()) << model.status();
@@ -113,6 +116,7 @@ Synthetic MakeSynthetic(const std::string& preset, BackendKind kind,
   options.kind = kind;
   options.num_threads = 2;
   options.cuda_activation_type = cuda_activations;
+  options.cuda_graphs = graphs;
   auto backend = CreateBackend(options);
   EXPECT_TRUE(backend.ok()) << backend.status();
   if (!backend.ok()) return s;
@@ -183,6 +187,63 @@ TEST(CudaDecoderTest, SyntheticModelAgreesWithTheCpu) {
     ASSERT_TRUE(c.ok() && g.ok());
     ExpectRowsClose(g->logits, c->logits, vocab, kF32Tolerance, "decode logits");
   }
+}
+
+// Decode steps as CUDA graphs give the same bits as the same steps issued
+// op by op (the same kernels on the same data), through a change of batch
+// size and back; a graph is captured once per batch size and replayed
+// after that.
+TEST(CudaDecoderTest, DecodeStepsAsGraphsEqualPlainSteps) {
+  SKIP_WITHOUT_DEVICE();
+  Synthetic graphs = MakeSynthetic("tiny", BackendKind::kCuda, ElementType::kBF16);
+  Synthetic plain = MakeSynthetic("tiny", BackendKind::kCuda, ElementType::kBF16,
+                                  /*graphs=*/false);
+  ASSERT_TRUE(graphs.decoder && plain.decoder);
+  // Three prompts in one prefill step (no graph: a prefill), then decode
+  // steps of all three, one of two, and of all three again.
+  const int64_t lengths[] = {20, 5, 9};
+  BatchLayout prefill;
+  std::vector<int32_t> ids;
+  for (int32_t s = 0; s < 3; ++s) {
+    prefill.sequences.push_back(Slice(static_cast<int64_t>(ids.size()), lengths[s], 0, s,
+                                      {4 * s, 4 * s + 1, 4 * s + 2, 4 * s + 3}));
+    for (int64_t i = 0; i < lengths[s]; ++i) {
+      ids.push_back(static_cast<int32_t>((i * 53 + 17 * s + 5) % 512));
+    }
+  }
+  auto step = [&](const BatchLayout& layout, const std::vector<int32_t>& step_ids) {
+    auto a = graphs.decoder->Forward(layout, step_ids, ForwardOptions{});
+    auto b = plain.decoder->Forward(layout, step_ids, ForwardOptions{});
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status() << " " << b.status();
+    ASSERT_EQ(a->logits, b->logits);
+    ASSERT_EQ(a->residual_stats, b->residual_stats);
+  };
+  ASSERT_NO_FATAL_FAILURE(step(prefill, ids));
+  int64_t position[] = {lengths[0], lengths[1], lengths[2]};
+  auto decode = [&](const std::vector<int32_t>& seqs, int32_t salt) {
+    BatchLayout layout;
+    std::vector<int32_t> step_ids;
+    for (int32_t s : seqs) {
+      layout.sequences.push_back(Slice(static_cast<int64_t>(step_ids.size()), 1,
+                                       position[s], s,
+                                       {4 * s, 4 * s + 1, 4 * s + 2, 4 * s + 3}));
+      step_ids.push_back((salt * 31 + s * 7) % 512);
+      ++position[s];
+    }
+    step(layout, step_ids);
+  };
+  for (int32_t i = 0; i < 6; ++i) ASSERT_NO_FATAL_FAILURE(decode({0, 1, 2}, i));
+  ASSERT_NO_FATAL_FAILURE(decode({0, 2}, 6));
+  ASSERT_NO_FATAL_FAILURE(decode({0, 1, 2}, 7));
+#if defined(TRIBUTARY_TEST_CUDA_BACKEND)
+  const auto& stats = static_cast<CudaBackend*>(graphs.backend.get())->graph_stats();
+  EXPECT_EQ(stats.captured, 2);  // batch 3, then batch 2
+  EXPECT_EQ(stats.replayed, 6);  // five more steps of 3, and the last one
+  EXPECT_EQ(stats.eager, 0);
+  const auto& off = static_cast<CudaBackend*>(plain.backend.get())->graph_stats();
+  EXPECT_EQ(off.captured + off.replayed, 0);
+  EXPECT_EQ(off.eager, 8);
+#endif
 }
 
 TEST(CudaDecoderTest, BatchedEqualsAloneAndPrefillEqualsDecode) {

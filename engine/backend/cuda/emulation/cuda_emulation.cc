@@ -271,7 +271,16 @@ void WarpAllGather(const void* mine, size_t bytes, void* all) {
   Wait(b.warps[f.warp]);  // nobody overwrites a slot before all have read
 }
 
+std::vector<std::function<void()>>*& CaptureList() {
+  static thread_local std::vector<std::function<void()>>* list = nullptr;
+  return list;
+}
+
 void RunGrid(dim3 grid, dim3 block, const std::function<void()>& body) {
+  if (CaptureList() != nullptr) {
+    CaptureList()->push_back([grid, block, body] { RunGrid(grid, block, body); });
+    return;
+  }
   if (ContextError() != cudaSuccess) {
     SetLastError(ContextError());  // a dead context runs nothing
     return;
@@ -403,11 +412,17 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned /*flags*/) 
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t) {
   RETURN_IF_CONTEXT_DEAD();
+  if (tributary::cuda_emulation::CaptureList() != nullptr) {
+    return Record(cudaErrorStreamCaptureUnsupported);
+  }
   return cudaSuccess;
 }
 cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaDeviceSynchronize() {
   RETURN_IF_CONTEXT_DEAD();
+  if (tributary::cuda_emulation::CaptureList() != nullptr) {
+    return Record(cudaErrorStreamCaptureUnsupported);
+  }
   return cudaSuccess;
 }
 
@@ -431,19 +446,83 @@ cudaError_t cudaFree(void* pointer) {
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes,
                        cudaMemcpyKind) {
   RETURN_IF_CONTEXT_DEAD();
+  if (tributary::cuda_emulation::CaptureList() != nullptr) {
+    return Record(cudaErrorStreamCaptureUnsupported);
+  }
   if (bytes > 0) std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes,
-                            cudaMemcpyKind kind, cudaStream_t) {
-  return cudaMemcpy(dst, src, bytes, kind);
+                            cudaMemcpyKind kind, cudaStream_t stream) {
+  if (auto* list = tributary::cuda_emulation::CaptureList()) {
+    list->push_back([=] { cudaMemcpyAsync(dst, src, bytes, kind, stream); });
+    return cudaSuccess;
+  }
+  RETURN_IF_CONTEXT_DEAD();
+  if (bytes > 0) std::memmove(dst, src, bytes);
+  return cudaSuccess;
 }
 
 cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes,
-                            cudaStream_t) {
+                            cudaStream_t stream) {
+  if (auto* list = tributary::cuda_emulation::CaptureList()) {
+    list->push_back([=] { cudaMemsetAsync(pointer, value, bytes, stream); });
+    return cudaSuccess;
+  }
   RETURN_IF_CONTEXT_DEAD();
   if (bytes > 0) std::memset(pointer, value, bytes);
+  return cudaSuccess;
+}
+
+struct CUgraph_st {
+  std::vector<std::function<void()>> work;
+};
+struct CUgraphExec_st {
+  std::vector<std::function<void()>> work;
+};
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
+  RETURN_IF_CONTEXT_DEAD();
+  auto*& list = tributary::cuda_emulation::CaptureList();
+  if (list != nullptr) return Record(cudaErrorStreamCaptureUnsupported);
+  list = new std::vector<std::function<void()>>();
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t* graph) {
+  auto*& list = tributary::cuda_emulation::CaptureList();
+  if (list == nullptr) return Record(cudaErrorStreamCaptureInvalidated);
+  *graph = new CUgraph_st{std::move(*list)};
+  delete list;
+  list = nullptr;
+  RETURN_IF_CONTEXT_DEAD();
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                 unsigned long long) {
+  RETURN_IF_CONTEXT_DEAD();
+  *exec = new CUgraphExec_st{graph->work};
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t) {
+  RETURN_IF_CONTEXT_DEAD();
+  if (tributary::cuda_emulation::CaptureList() != nullptr) {
+    return Record(cudaErrorStreamCaptureUnsupported);
+  }
+  for (const auto& work : exec->work) work();
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  delete exec;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  delete graph;
   return cudaSuccess;
 }
 
@@ -491,6 +570,17 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
                             void* C, cudaDataType_t c_type, int ldc,
                             cublasComputeType_t compute, cublasGemmAlgo_t) {
   using tributary::ElementType;
+  if (auto* list = tributary::cuda_emulation::CaptureList()) {
+    // As cuBLAS in host pointer mode: α and β are read now.
+    const float alpha_value = *static_cast<const float*>(alpha);
+    const float beta_value = *static_cast<const float*>(beta);
+    list->push_back([=] {
+      cublasGemmEx(handle, transa, transb, m, n, k, &alpha_value, A, a_type,
+                   lda, B, b_type, ldb, &beta_value, C, c_type, ldc, compute,
+                   CUBLAS_GEMM_DEFAULT);
+    });
+    return CUBLAS_STATUS_SUCCESS;
+  }
   ElementType at, bt, ct;
   if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (ContextError() != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;

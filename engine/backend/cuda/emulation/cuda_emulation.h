@@ -25,6 +25,7 @@
 #include <functional>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "engine/backend/element_type.h"
 
@@ -144,6 +145,8 @@ enum cudaError_t {
   cudaErrorInitializationError = 3,
   cudaErrorSystemDriverMismatch = 803,
   cudaErrorCompatNotSupportedOnDevice = 804,
+  cudaErrorStreamCaptureUnsupported = 900,
+  cudaErrorStreamCaptureInvalidated = 901,
 };
 enum cudaMemcpyKind {
   cudaMemcpyHostToHost = 0,
@@ -179,6 +182,32 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes,
                             cudaMemcpyKind kind, cudaStream_t stream);
 cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes,
                             cudaStream_t stream);
+
+// Stream capture and graphs: while a stream captures, launches, memsets,
+// copies and GEMMs are recorded instead of run (synchronous calls fail with
+// cudaErrorStreamCaptureUnsupported); a graph launch runs them in order.
+enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1,
+  cudaStreamCaptureModeRelaxed = 2,
+};
+struct CUgraph_st;
+struct CUgraphExec_st;
+typedef CUgraph_st* cudaGraph_t;
+typedef CUgraphExec_st* cudaGraphExec_t;
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                 unsigned long long flags = 0);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+namespace tributary {
+namespace cuda_emulation {
+// The work recorded by the capture in progress on this thread, or null.
+std::vector<std::function<void()>>*& CaptureList();
+}  // namespace cuda_emulation
+}  // namespace tributary
 
 // --- cuBLAS --------------------------------------------------------------------
 enum cublasStatus_t {
