@@ -17,10 +17,11 @@
 //    --steps, against the floor: the bytes a step must read and write over
 //    the measured bandwidth), and where a step's time goes (three more
 //    steps with every op synchronized and timed; --json has every op).
-// 3. The peer run, side by side: the prefill again and every decode step
-//    interleaved with one on the straightforward kernels of issue 7
-//    (CudaBackend::set_straightforward_kernels), same model, same inputs'
-//    shapes: the speed-up of the fast kernels over them.
+// 3. Peer runs, side by side: the prefill again on the straightforward
+//    kernels of issue 7 (CudaBackend::set_straightforward_kernels); every
+//    decode step interleaved with one without CUDA graphs and one on the
+//    straightforward kernels without graphs, same model, same shapes: what
+//    the graphs and what the fast kernels gain.
 // Times are host clocks around Synchronize (the backend has no events; a
 // step is long enough that the launch latency of the last op is noise).
 // A table goes to stdout; --json writes the numbers.
@@ -184,10 +185,11 @@ absl::Status Run(int argc, char** argv) {
   const ModelBytes bytes = CountBytes(model.weights());
   const int64_t block = 16;
   // Positions a sequence reaches: the prefill, or the context plus every
-  // decode step (two warm-up steps and the timed ones, each on both kernel
-  // forms, and three for the per-op breakdown).
+  // decode step (two warm-up steps and the timed ones, each in the three
+  // variants, and three for the per-op breakdown).
   const int64_t kBreakdownSteps = 3;
-  const int64_t decode_steps = 2 * (steps + 2) + kBreakdownSteps;
+  const int64_t kVariants = 3;
+  const int64_t decode_steps = kVariants * (steps + 2) + kBreakdownSteps;
   const int64_t blocks_per_seq =
       (std::max(context + decode_steps, prefill_tokens) + block - 1) / block;
   CacheConfig cache{blocks_per_seq * (max_batch + 1), block, max_batch + 1};
@@ -298,26 +300,31 @@ absl::Status Run(int argc, char** argv) {
       s.block_table = table_of(q);
       step.sequences.push_back(s);
     }
-    // Steps alternate between the fast and the straightforward kernels, so
-    // that a slow phase of the device hits both.
-    std::vector<double> times, peer_times;
+    // Steps rotate through the variants (fast kernels with graphs, the
+    // service's; without graphs; the straightforward kernels without
+    // graphs), so that a slow phase of the device hits all three. The two
+    // warm-up rounds capture the graphs.
+    std::vector<double> times[kVariants];
     int64_t position = context;
     for (int64_t i = 0; i < steps + 2; ++i) {
-      for (const bool straightforward : {false, true}) {
+      for (int64_t variant = 0; variant < kVariants; ++variant) {
         for (SequenceSlice& s : step.sequences) s.first_position = position;
         ++position;
-        cuda->set_straightforward_kernels(straightforward);
+        cuda->set_graphs(variant == 0);
+        cuda->set_straightforward_kernels(variant == 2);
         const auto start = Clock::now();
         absl::Status status =
             decoder->Forward(step, ids(batch, 1000 + i), options).status();
         const double seconds = Seconds(start, Clock::now());
+        cuda->set_graphs(true);
         cuda->set_straightforward_kernels(false);
         RETURN_IF_ERROR(status);
-        if (i >= 2) (straightforward ? peer_times : times).push_back(seconds);
+        if (i >= 2) times[variant].push_back(seconds);
       }
     }
-    const double ms = 1e3 * Median(times);
-    const double peer_ms = 1e3 * Median(peer_times);
+    const double ms = 1e3 * Median(times[0]);
+    const double no_graphs_ms = 1e3 * Median(times[1]);
+    const double peer_ms = 1e3 * Median(times[2]);
     // Where a step's time goes: three more steps, each op synchronized and
     // timed (slower in all than the steps above: the sum is a breakdown,
     // not a step time).
@@ -349,7 +356,10 @@ absl::Status Run(int argc, char** argv) {
                       {"ms_per_step", ms},
                       {"floor_ms", floor_ms},
                       {"floor_over_measured", floor_ms / ms},
+                      {"no_graphs_ms_per_step", no_graphs_ms},
                       {"straightforward_ms_per_step", peer_ms},
+                      {"graphs_captured", cuda->graph_stats().captured},
+                      {"graphs_replayed", cuda->graph_stats().replayed},
                       {"ops_synchronized", breakdown}});
   }
   report["decode"] = decode;
@@ -383,16 +393,17 @@ absl::Status Run(int argc, char** argv) {
     std::cout << "\n";
   }
   std::cout << "\nbatch  context  ms/step  floor ms  floor/measured"
-               "  straightforward ms/step  speed-up\n";
+               "  no graphs ms  straightforward ms  graphs gain  fast-kernel gain\n";
   for (const auto& d : decode) {
+    const double ms = d["ms_per_step"].get<double>();
+    const double no_graphs = d["no_graphs_ms_per_step"].get<double>();
+    const double straightforward = d["straightforward_ms_per_step"].get<double>();
     std::cout << absl::StrFormat(
-        "%5d  %7d  %7.2f  %8.2f  %13.1f%%  %23.2f  %7.2fx\n",
-        d["batch"].get<int64_t>(), d["context"].get<int64_t>(),
-        d["ms_per_step"].get<double>(), d["floor_ms"].get<double>(),
-        100.0 * d["floor_over_measured"].get<double>(),
-        d["straightforward_ms_per_step"].get<double>(),
-        d["straightforward_ms_per_step"].get<double>() /
-            d["ms_per_step"].get<double>());
+        "%5d  %7d  %7.2f  %8.2f  %13.1f%%  %12.2f  %18.2f  %10.2fx  %15.2fx\n",
+        d["batch"].get<int64_t>(), d["context"].get<int64_t>(), ms,
+        d["floor_ms"].get<double>(),
+        100.0 * d["floor_over_measured"].get<double>(), no_graphs,
+        straightforward, no_graphs / ms, straightforward / no_graphs);
   }
   if (args.Has("json")) {
     std::ofstream out(*args.Get("json"));
