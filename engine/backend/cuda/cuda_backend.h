@@ -6,6 +6,10 @@
 // attention, the tiled delta rule) by default, and the straightforward ones
 // of issue 7, kept as the baseline the fast ones are measured against.
 //
+// Graph regions (backend.h) become CUDA graphs: the region's launches are
+// recorded with their exact arguments (launch_recorder.h), captured into a
+// graph the first time and replayed while they stay the same.
+//
 // Ops are queued on one CUDA stream in issue order and return at once. A
 // failed launch or argument check is remembered and returned by the next
 // Synchronize() or CopyToHost() (backend.h). A sticky device error makes
