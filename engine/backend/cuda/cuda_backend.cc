@@ -609,6 +609,18 @@ void CudaBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& y) {
   // Row-major y [T, out] = x [T, in] · wᵀ is, in cuBLAS's column-major terms,
   // yᵀ [out, T] = wᵀ… : w seen column-major is [in, out] (lda = in), so
   // op(A) = Aᵀ gives [out, in]; x seen column-major is [in, T] (ldb = in).
+  // A few tokens of bf16: the weight-streaming kernel (a decode step's
+  // products); anything else, cuBLAS.
+  const auto aligned = [](const void* p) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  };
+  if (!options_.straightforward_kernels && tokens <= cuda::kGemvMaxTokens &&
+      x.type == ElementType::kBF16 && w.type == ElementType::kBF16 &&
+      in % 8 == 0 && aligned(x.data) && aligned(w.data)) {
+    cuda::LaunchGemv(x.data, tokens, in, w.data, out, Out(y), stream_);
+    CheckLaunch("MatMul (gemv)");
+    return;
+  }
   const int m = static_cast<int>(out), n = static_cast<int>(tokens),
             k = static_cast<int>(in);
   const void* w_data = w.data;

@@ -58,8 +58,10 @@ struct CudaBackendOptions {
   // reference as closely as the CPU does).
   ElementType activation_type = ElementType::kBF16;
   // Attention and the delta rule by their straightforward kernels (one warp
-  // per query head and token; one warp per state column) instead of the
-  // split and tiled ones: the baseline for side-by-side measurements.
+  // per query head and token; one warp per state column, recurrent) and
+  // every product by cuBLAS, instead of the fast kernels (split and flash
+  // attention, the tiled and chunked delta rule, the few-token product):
+  // the baseline for side-by-side measurements.
   bool straightforward_kernels = false;
   // Keys per run of the split attention; 0 chooses per call, enough runs to
   // give every multiprocessor two blocks (at least 64 keys a run). Tests set

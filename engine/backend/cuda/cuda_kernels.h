@@ -93,6 +93,15 @@ void LaunchAddScaledVector(Typed x, int64_t num_rows, int64_t dim,
 void LaunchProjectOut(Typed x, int64_t num_rows, int64_t dim, const float* u,
                       cudaStream_t stream);
 
+// --- gemv_kernels.cu ---------------------------------------------------------
+
+// y [tokens, out] (y's type) = x [tokens, in] · wᵀ, w [out, in], x and w
+// bf16, 1 ≤ tokens ≤ kGemvMaxTokens, in a multiple of 8, x and w 16-byte
+// aligned: the decode step's products, streaming w at full width.
+constexpr int64_t kGemvMaxTokens = 8;
+void LaunchGemv(const void* x, int64_t tokens, int64_t in, const void* w,
+                int64_t out, Typed y, cudaStream_t stream);
+
 // --- attention_kernels.cu ----------------------------------------------------
 
 // Partial NeoX RoPE in place on x [T, heads, head_dim], dims [0, rotary_dim),

@@ -303,22 +303,6 @@ TEST_F(CudaBackendTest, ImportConvertsMatricesToBf16AndKeepsVectors) {
   EXPECT_EQ(Read(*gpu_, v.gpu), v.values);
 }
 
-TEST_F(CudaBackendTest, MatMul) {
-  for (int64_t tokens : {1, 5, 33}) {
-    SCOPED_TRACE(tokens);
-    Pair x = Input(Shape{tokens, 96}, -1, 1);
-    Pair w = Weight(Shape{40, 96}, -0.2f, 0.2f);
-    Pair y = Output(Shape{tokens, 40});
-    cpu_->MatMul(x.cpu, w.cpu, y.cpu);
-    gpu_->MatMul(x.gpu, w.gpu, y.gpu);
-    ExpectClose(y, 40, 1e-2, "MatMul bf16 out");
-    Pair logits = Output(Shape{tokens, 40}, kF32);
-    cpu_->MatMul(x.cpu, w.cpu, logits.cpu);
-    gpu_->MatMul(x.gpu, w.gpu, logits.gpu);
-    ExpectClose(logits, 40, 1e-4, "MatMul f32 out");
-  }
-}
-
 TEST_F(CudaBackendTest, EmbeddingGather) {
   Pair table = Weight(Shape{50, 24}, -1, 1);
   const std::vector<int32_t> ids = {3, 0, 49, 3, 17};
@@ -601,6 +585,52 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<KernelForm>& info) {
       return std::string(info.param.name);
     });
+
+// Products in every form: few tokens (the few-token kernel when the fast
+// kernels are on and the input width is a multiple of 8), more tokens and
+// odd widths (cuBLAS); an odd number of output rows; bf16 and f32 outputs.
+TEST_P(CudaKernelFormTest, MatMul) {
+  struct Dims {
+    int64_t in, out;
+  };
+  for (const Dims& d : {Dims{96, 40}, Dims{264, 33}, Dims{100, 24}}) {
+    for (int64_t tokens : {1, 5, 8, 9, 33}) {
+      SCOPED_TRACE(::testing::Message() << tokens << " x " << d.in << " -> " << d.out);
+      Pair x = Input(Shape{tokens, d.in}, -1, 1);
+      Pair w = Weight(Shape{d.out, d.in}, -0.2f, 0.2f);
+      Pair y = Output(Shape{tokens, d.out});
+      cpu_->MatMul(x.cpu, w.cpu, y.cpu);
+      gpu_->MatMul(x.gpu, w.gpu, y.gpu);
+      ExpectClose(y, d.out, 1e-2, "MatMul bf16 out");
+      Pair logits = Output(Shape{tokens, d.out}, kF32);
+      cpu_->MatMul(x.cpu, w.cpu, logits.cpu);
+      gpu_->MatMul(x.gpu, w.gpu, logits.gpu);
+      ExpectClose(logits, d.out, 1e-4, "MatMul f32 out");
+    }
+  }
+}
+
+// A decode step's products give each token the same bits whatever the
+// batch (up to the few-token kernel's limit of 8).
+TEST_P(CudaKernelFormTest, FewTokenProductsDoNotDependOnTheBatch) {
+  if (GetParam().straightforward) GTEST_SKIP() << "cuBLAS promises no such thing";
+  Pair x = Input(Shape{8, 128}, -1, 1);
+  Pair w = Weight(Shape{72, 128}, -0.2f, 0.2f);
+  Pair batch = Output(Shape{8, 72}, kF32);
+  gpu_->MatMul(x.gpu, w.gpu, batch.gpu);
+  const std::vector<float> all = Read(*gpu_, batch.gpu);
+  for (int64_t t : {0, 5, 7}) {
+    Tensor one = x.gpu;
+    one.shape = Shape{1, 128};
+    one.data = static_cast<char*>(x.gpu.data) + t * 128 * 2;
+    Pair alone = Output(Shape{1, 72}, kF32);
+    gpu_->MatMul(one, w.gpu, alone.gpu);
+    const std::vector<float> got = Read(*gpu_, alone.gpu);
+    for (int64_t i = 0; i < 72; ++i) {
+      ASSERT_EQ(got[i], all[t * 72 + i]) << "token " << t << " output " << i;
+    }
+  }
+}
 
 TEST_P(CudaKernelFormTest, GatedDeltaRuleEqualsTheCpuForms) {
   struct Dims {
