@@ -189,7 +189,7 @@ absl::Status Run(int argc, char** argv) {
   // variants, and three for the per-op breakdown).
   const int64_t kBreakdownSteps = 3;
   const int64_t kVariants = 3;
-  const int64_t decode_steps = kVariants * (steps + 2) + kBreakdownSteps;
+  const int64_t decode_steps = kVariants * (steps + 2) + 2 * kBreakdownSteps;
   const int64_t blocks_per_seq =
       (std::max(context + decode_steps, prefill_tokens) + block - 1) / block;
   CacheConfig cache{blocks_per_seq * (max_batch + 1), block, max_batch + 1};
@@ -328,23 +328,34 @@ absl::Status Run(int argc, char** argv) {
     // Where a step's time goes: three more steps, each op synchronized and
     // timed (slower in all than the steps above: the sum is a breakdown,
     // not a step time).
-    timed.totals().clear();
-    timed.set_enabled(true);
-    for (int64_t i = 0; i < kBreakdownSteps; ++i) {
-      for (SequenceSlice& s : step.sequences) s.first_position = position++;
-      RETURN_IF_ERROR(
-          decoder->Forward(step, ids(batch, 2000 + i), options).status());
-    }
-    timed.set_enabled(false);
-    std::vector<std::pair<double, std::string>> ops;
-    for (const auto& [key, seconds] : timed.totals()) {
-      ops.emplace_back(1e3 * seconds / kBreakdownSteps, key);
-    }
-    std::sort(ops.rbegin(), ops.rend());
-    nlohmann::json breakdown = nlohmann::json::array();
-    for (const auto& [op_ms, key] : ops) {
-      breakdown.push_back({{"op", key}, {"ms_per_step", op_ms}});
-    }
+    // Once on the fast kernels, once on the straightforward ones: op by
+    // op, what the fast kernels gain.
+    auto breakdown_of = [&](bool straightforward) -> absl::StatusOr<nlohmann::json> {
+      timed.totals().clear();
+      timed.set_enabled(true);
+      cuda->set_straightforward_kernels(straightforward);
+      absl::Status status;
+      for (int64_t i = 0; i < kBreakdownSteps && status.ok(); ++i) {
+        for (SequenceSlice& s : step.sequences) s.first_position = position;
+        ++position;
+        status = decoder->Forward(step, ids(batch, 2000 + i), options).status();
+      }
+      timed.set_enabled(false);
+      cuda->set_straightforward_kernels(false);
+      RETURN_IF_ERROR(status);
+      std::vector<std::pair<double, std::string>> ops;
+      for (const auto& [key, seconds] : timed.totals()) {
+        ops.emplace_back(1e3 * seconds / kBreakdownSteps, key);
+      }
+      std::sort(ops.rbegin(), ops.rend());
+      nlohmann::json result = nlohmann::json::array();
+      for (const auto& [op_ms, key] : ops) {
+        result.push_back({{"op", key}, {"ms_per_step", op_ms}});
+      }
+      return result;
+    };
+    ASSIGN_OR_RETURN(nlohmann::json breakdown, breakdown_of(false));
+    ASSIGN_OR_RETURN(nlohmann::json peer_breakdown, breakdown_of(true));
     const double state_bytes = 2.0 * static_cast<double>(c.gdn_state_bytes_per_sequence());
     const double kv_bytes = static_cast<double>(c.kv_cache_bytes_per_token()) * context;
     const double floor_bytes = (bytes.weights - bytes.embedding) +
@@ -360,7 +371,8 @@ absl::Status Run(int argc, char** argv) {
                       {"straightforward_ms_per_step", peer_ms},
                       {"graphs_captured", cuda->graph_stats().captured},
                       {"graphs_replayed", cuda->graph_stats().replayed},
-                      {"ops_synchronized", breakdown}});
+                      {"ops_synchronized", breakdown},
+                      {"ops_synchronized_straightforward", peer_breakdown}});
   }
   report["decode"] = decode;
 
@@ -382,13 +394,18 @@ absl::Status Run(int argc, char** argv) {
       p["straightforward_seconds"].get<double>(),
       p["straightforward_seconds"].get<double>() / p["seconds"].get<double>());
   for (const auto& d : decode) {
-    std::cout << absl::StrFormat("\nbatch %d: the five costliest ops of a step, each synchronized (ms):",
-                                 d["batch"].get<int64_t>());
-    int shown = 0;
-    for (const auto& op : d["ops_synchronized"]) {
-      if (shown++ == 5) break;
-      std::cout << absl::StrFormat("  %s %.2f", op["op"].get<std::string>(),
-                                   op["ms_per_step"].get<double>());
+    for (const char* which : {"ops_synchronized", "ops_synchronized_straightforward"}) {
+      std::cout << absl::StrFormat(
+          "\nbatch %d, %s kernels: the five costliest ops of a step, each "
+          "synchronized (ms):",
+          d["batch"].get<int64_t>(),
+          std::string(which) == "ops_synchronized" ? "fast" : "straightforward");
+      int shown = 0;
+      for (const auto& op : d[which]) {
+        if (shown++ == 5) break;
+        std::cout << absl::StrFormat("  %s %.2f", op["op"].get<std::string>(),
+                                     op["ms_per_step"].get<double>());
+      }
     }
     std::cout << "\n";
   }
