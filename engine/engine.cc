@@ -129,6 +129,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   backend_options.kind = options.backend;
   backend_options.num_threads = options.num_threads;
   backend_options.cuda_device = options.cuda_device;
+  backend_options.cuda_graphs = options.cuda_graphs;
   ASSIGN_OR_RETURN(impl->backend, CreateBackend(backend_options));
   LogInfo("backend: ", impl->backend->name());
 

@@ -74,6 +74,8 @@ struct EngineOptions {
   // CUDA device.
   BackendKind backend = BackendKind::kCpu;
   int cuda_device = 0;
+  // CUDA: run decode steps as CUDA graphs (BackendOptions::cuda_graphs).
+  bool cuda_graphs = true;
   // CpuBackend threads; 0 = hardware concurrency.
   int num_threads = 0;
   // Cores the engine thread may run on (sched_setaffinity); empty = any.

@@ -108,6 +108,7 @@ absl::Status Server::Init(ServerConfig config) {
   eo.num_threads = config_.num_threads;
   eo.backend = config_.backend;
   eo.cuda_device = config_.cuda_device;
+  eo.cuda_graphs = config_.cuda_graphs;
   eo.synthetic_seed = config_.synthetic_seed;
   eo.engine_cpus = config_.engine_cpus;
   eo.scheduler.max_running_sequences = config_.max_running;

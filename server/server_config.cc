@@ -57,6 +57,8 @@ const char* ServerUsage() {
   --synthetic-seed N          the synthetic weights' seed (1)
   --backend cpu|cuda          where the model runs (cpu)
   --cuda-device N             the CUDA device (0)
+  --no-cuda-graphs            CUDA: decode steps as plain launches, not
+                              CUDA graphs
   --threads N                 compute threads (0 = every core)
   --engine-cpus LIST          cores for the engine thread, e.g. 0 (default any)
   --host ADDR                 listen address (default 127.0.0.1; 0.0.0.0 in pods)
@@ -150,7 +152,7 @@ absl::StatusOr<ServerConfig> ParseServerFlags(int argc, const char* const* argv,
                       "liveness-timeout", "drain-grace", "residual-window",
                       "steering-vectors", "engine-cpus", "http-port",
                       "http-threads", "served-model-name"},
-                     {"help", "no-residual-stats"}));
+                     {"help", "no-residual-stats", "no-cuda-graphs"}));
   *help = args.Has("help");
   if (!args.positional().empty()) {
     return absl::InvalidArgumentError(
@@ -166,6 +168,7 @@ absl::StatusOr<ServerConfig> ParseServerFlags(int argc, const char* const* argv,
   ASSIGN_OR_RETURN(c.backend, ParseBackendKind(args.GetOr("backend", "cpu")));
   ASSIGN_OR_RETURN(long long cuda_device, args.GetInt("cuda-device", 0, 0, 1023));
   c.cuda_device = static_cast<int>(cuda_device);
+  c.cuda_graphs = !args.Has("no-cuda-graphs");
   ASSIGN_OR_RETURN(long long threads, args.GetInt("threads", 0, 0, 1024));
   c.num_threads = static_cast<int>(threads);
   if (auto cpus = args.Get("engine-cpus")) {

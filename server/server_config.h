@@ -31,6 +31,8 @@ struct ServerConfig {
   // --backend cpu|cuda, and --cuda-device N.
   BackendKind backend = BackendKind::kCpu;
   int cuda_device = 0;
+  // --no-cuda-graphs: decode steps as plain launches (graphs are on).
+  bool cuda_graphs = true;
   // CpuBackend compute threads (--threads); 0 = every core.
   int num_threads = 0;
   // Cores for the engine thread (--engine-cpus 0,1); empty = any. With

@@ -6,7 +6,8 @@
 //                   [--threads T] [--seed S] [--max-running M]
 //                   [--max-tokens-per-step K] [--cache-mib MIB]
 //                   [--warmup W] [--tokenizer] [--json]
-//                   [--backend cpu|cuda] [--device D] [--synthetic PRESET]
+//                   [--backend cpu|cuda] [--device D] [--no-cuda-graphs]
+//                   [--synthetic PRESET]
 //
 // --synthetic runs a model of a published shape (synthetic_model.h, e.g.
 // qwen3.5-27b) with random weights made on the backend from --seed: no
@@ -205,7 +206,7 @@ absl::Status Run(int argc, char** argv) {
                       "concurrency", "rate", "threads", "seed", "max-running",
                       "max-tokens-per-step", "cache-mib", "warmup",
                       "backend", "device", "synthetic"},
-                     {"json", "tokenizer"}));
+                     {"json", "tokenizer", "no-cuda-graphs"}));
   if (!args.positional().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", args.positional()[0], "'"));
@@ -273,6 +274,7 @@ absl::Status Run(int argc, char** argv) {
   options.num_threads = static_cast<int>(threads);
   options.backend = backend;
   options.cuda_device = static_cast<int>(device);
+  options.cuda_graphs = !args.Has("no-cuda-graphs");
   options.synthetic_seed = static_cast<uint64_t>(seed);
   options.scheduler.max_running_sequences = max_running;
   options.scheduler.max_tokens_per_step = max_tokens_per_step;

@@ -3,7 +3,8 @@
 //   tributary-run [--model DIR | --synthetic PRESET [--seed N]]
 //                 (--prompt TEXT | --prompt-ids 1,2,3)
 //                 [--max-new-tokens N] [--ignore-eos] [--threads N]
-//                 [--backend cpu|cuda] [--device N] [--dump FILE.json]
+//                 [--backend cpu|cuda] [--device N] [--no-cuda-graphs]
+//                 [--dump FILE.json]
 //
 // Greedy decoding. Stdout carries the generated text only, streamed as it is
 // produced (complete UTF-8 characters); diagnostics go to stderr. With
@@ -86,7 +87,7 @@ absl::Status Run(int argc, char** argv) {
                      {"model", "prompt", "prompt-ids", "max-new-tokens",
                       "threads", "dump", "backend", "device", "synthetic",
                       "seed"},
-                     {"ignore-eos"}));
+                     {"ignore-eos", "no-cuda-graphs"}));
   if (!args.positional().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", args.positional()[0], "'"));
@@ -104,6 +105,7 @@ absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(int64_t device, args.GetInt("device", 0, 0, 1023));
   backend_options.num_threads = static_cast<int>(threads);
   backend_options.cuda_device = static_cast<int>(device);
+  backend_options.cuda_graphs = !args.Has("no-cuda-graphs");
   ASSIGN_OR_RETURN(int64_t seed, args.GetInt("seed", 1, 0, INT64_MAX));
 
   const absl::Time load_start = absl::Now();
