@@ -103,6 +103,12 @@ class TimingBackend final : public Backend {
                    const Tensor& stats) override {
     TimeVoid("ResidualAdd", [&] { inner_->ResidualAdd(x, u, stats); });
   }
+  void ResidualAddRmsNorm(const Tensor& x, const Tensor& u, const Tensor& stats,
+                          const Tensor& w, float eps,
+                          const Tensor& normed) override {
+    TimeVoid("ResidualAddRmsNorm",
+             [&] { inner_->ResidualAddRmsNorm(x, u, stats, w, eps, normed); });
+  }
   void SwiGlu(const Tensor& g, const Tensor& u, const Tensor& out) override {
     TimeVoid("SwiGlu", [&] { inner_->SwiGlu(g, u, out); });
   }

@@ -120,6 +120,15 @@ class Backend {
   // x ← x + u; when `stats` has data, stats [T, kResidualStatsColumns].
   virtual void ResidualAdd(const Tensor& x, const Tensor& u,
                            const Tensor& stats) = 0;
+  // ResidualAdd(x, u, stats), then RmsNorm(x, w, eps, normed): the end of a
+  // sublayer and the next one's input norm, in one pass over x where the
+  // backend fuses them. The same results as the two calls, bit for bit.
+  virtual void ResidualAddRmsNorm(const Tensor& x, const Tensor& u,
+                                  const Tensor& stats, const Tensor& w,
+                                  float eps, const Tensor& normed) {
+    ResidualAdd(x, u, stats);
+    RmsNorm(x, w, eps, normed);
+  }
   // out = silu(gate) ⊙ up (out may alias gate).
   virtual void SwiGlu(const Tensor& gate, const Tensor& up,
                       const Tensor& out) = 0;

@@ -455,14 +455,20 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
     RETURN_IF_ERROR(ApplyInterventions(*iv, -1, step, &output));
   }
   const float eps = static_cast<float>(c.rms_norm_eps);
+  // Without interventions (which act on the stream between a sublayer's
+  // add and the next one's norm), each add is fused with the next norm.
+  bool normed_ready = false;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const Layer& layer = layers_[l];
     for (int sub = 0; sub < 2; ++sub) {
       const bool is_ffn = sub == 1;
-      backend_->RmsNorm(step.stream,
-                        is_ffn ? layer.post_attention_layernorm
-                               : layer.input_layernorm,
-                        eps, step.normed);
+      if (!normed_ready) {
+        backend_->RmsNorm(step.stream,
+                          is_ffn ? layer.post_attention_layernorm
+                                 : layer.input_layernorm,
+                          eps, step.normed);
+      }
+      normed_ready = false;
       if (is_ffn) {
         RunMlp(layer, step);
       } else if (layer.kind == LayerKind::kLinearAttention) {
@@ -483,7 +489,17 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
           }
         }
       }
-      backend_->ResidualAdd(step.stream, step.update, stats);
+      const Tensor* next_norm =
+          sub == 0 ? &layer.post_attention_layernorm
+          : l + 1 < c.num_hidden_layers ? &layers_[l + 1].input_layernorm
+                                        : nullptr;
+      if (iv == nullptr && next_norm != nullptr) {
+        backend_->ResidualAddRmsNorm(step.stream, step.update, stats,
+                                     *next_norm, eps, step.normed);
+        normed_ready = true;
+      } else {
+        backend_->ResidualAdd(step.stream, step.update, stats);
+      }
       if (iv != nullptr) {
         RETURN_IF_ERROR(ApplyInterventions(*iv, sublayer, step, &output));
       }

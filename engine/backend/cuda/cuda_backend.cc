@@ -207,8 +207,16 @@ absl::StatusOr<void*> CudaBackend::DeviceAlloc(size_t bytes, const char* what) {
 float* CudaBackend::Scratch(ScratchBuffer& buffer, size_t bytes,
                             const char* what) {
   if (bytes <= buffer.bytes) return static_cast<float*>(buffer.data);
-  // cudaFree waits for the kernels that may still use the old buffer.
-  if (buffer.data != nullptr) DeviceFree(buffer.data);
+  // cudaFree waits for the kernels that may still use the old buffer. In a
+  // graph region the launches recorded so far have not been issued yet:
+  // the old buffer is freed after they are (EndGraphRegion).
+  if (buffer.data != nullptr) {
+    if (in_region_) {
+      retired_.push_back(buffer.data);
+    } else {
+      DeviceFree(buffer.data);
+    }
+  }
   buffer.data = nullptr;
   buffer.bytes = 0;
   absl::StatusOr<void*> data = DeviceAlloc(bytes, what);
@@ -393,6 +401,15 @@ absl::Status CudaBackend::EndGraphRegion() {
   if (!in_region_) return absl::OkStatus();
   in_region_ = false;
   cuda::ActiveLaunchRecorder() = nullptr;
+  absl::Status status = IssueRegion();
+  // Scratch buffers replaced during the region, now that its work is issued
+  // (cudaFree waits for it).
+  for (void* data : retired_) DeviceFree(data);
+  retired_.clear();
+  return status;
+}
+
+absl::Status CudaBackend::IssueRegion() {
   if (!sticky_.ok()) {
     recorder_->Clear();
     return sticky_;
@@ -426,6 +443,10 @@ absl::Status CudaBackend::EndGraphRegion() {
   // fails (a driver without it, say) runs the work as plain launches.
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
+  // The work's own error reports during a capture that fails are the
+  // capture's, not the work's (it runs again as plain launches): keep the
+  // errors from before.
+  const absl::Status pending_before = pending_;
   cudaError_t error =
       cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
   if (error == cudaSuccess) {
@@ -442,6 +463,7 @@ absl::Status CudaBackend::EndGraphRegion() {
       return Synchronize();
     }
     (void)cudaGetLastError();
+    pending_ = pending_before;
     IssueRecorded();
     ++graph_stats_.eager;
     recorder_->Clear();
@@ -513,9 +535,12 @@ absl::Status CudaBackend::SetBatchLayout(const BatchLayout& layout) {
   int32_t* sequences = words.data();
   int32_t* token_sequence = sequences + num_sequences * kSequenceWords;
   int32_t* token_position = token_sequence + num_tokens;
-  int32_t* block_tables = token_position + num_tokens;
-  int32_t* chunked_sequences = block_tables + num_block_entries;
+  // The block tables last: every other array's address then depends only
+  // on the step's counts, so a decode step's launches (and its graph) stay
+  // the same while sequences grow into new blocks.
+  int32_t* chunked_sequences = token_position + num_tokens;
   int32_t* flash_tiles = chunked_sequences + num_chunked;
+  int32_t* block_tables = flash_tiles + 2 * num_flash_tiles;
   int64_t block_offset = 0, chunked_rank = 0, flash_tile = 0;
   for (int64_t i = 0; i < num_sequences; ++i) {
     const SequenceSlice& s = layout.sequences[i];
@@ -580,9 +605,9 @@ absl::Status CudaBackend::SetBatchLayout(const BatchLayout& layout) {
   view.sequences = reinterpret_cast<const cuda::DeviceSequence*>(base);
   view.token_sequence = base + num_sequences * kSequenceWords;
   view.token_position = view.token_sequence + num_tokens;
-  view.block_tables = view.token_position + num_tokens;
-  view.chunked_sequences = view.block_tables + num_block_entries;
+  view.chunked_sequences = view.token_position + num_tokens;
   view.flash_tiles = view.chunked_sequences + num_chunked;
+  view.block_tables = view.flash_tiles + 2 * num_flash_tiles;
   view.num_sequences = static_cast<int32_t>(num_sequences);
   view.num_tokens = static_cast<int32_t>(num_tokens);
   view.num_chunked = static_cast<int32_t>(num_chunked);
@@ -692,6 +717,30 @@ void CudaBackend::ResidualAdd(const Tensor& x, const Tensor& u,
                           stats.data == nullptr ? nullptr : stats.as<float>(),
                           stream_);
   CheckLaunch("ResidualAdd");
+}
+
+void CudaBackend::ResidualAddRmsNorm(const Tensor& x, const Tensor& u,
+                                     const Tensor& stats, const Tensor& w,
+                                     float eps, const Tensor& normed) {
+  if (options_.straightforward_kernels || w.num_elements() != x.cols()) {
+    Backend::ResidualAddRmsNorm(x, u, stats, w, eps, normed);
+    return;
+  }
+  if (!sticky_.ok()) return;
+  if (!Require(u.num_elements() == x.num_elements() &&
+                   normed.num_elements() == x.num_elements(),
+               "ResidualAddRmsNorm: shapes") ||
+      !Require(stats.data == nullptr ||
+                   (stats.type == ElementType::kF32 &&
+                    stats.num_elements() == x.rows() * kResidualStatsColumns),
+               "ResidualAddRmsNorm: stats must be f32 [T, 6]")) {
+    return;
+  }
+  cuda::LaunchResidualAddRmsNorm(
+      Out(x), In(u), x.rows(), x.cols(),
+      stats.data == nullptr ? nullptr : stats.as<float>(), In(w), eps,
+      Out(normed), stream_);
+  CheckLaunch("ResidualAddRmsNorm");
 }
 
 void CudaBackend::SwiGlu(const Tensor& gate, const Tensor& up,

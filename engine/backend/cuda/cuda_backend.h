@@ -70,7 +70,9 @@ struct CudaBackendOptions {
   // The most bytes of per-chunk intermediates of the chunked delta rule
   // (U, W, P and the decay sums of each 64-token chunk, about 80 KiB per
   // chunk and value head of the 27B). A long prefill runs in passes over
-  // its chunks within it. Tests set it small to exercise the passes.
+  // its chunks within it; a pass takes at least one chunk of every prefill
+  // sequence of the step, which may exceed it. Tests set it small to
+  // exercise the passes.
   size_t delta_rule_workspace_bytes = size_t{64} << 20;
   // Graph regions (backend.h) as CUDA graphs: a region's work is recorded,
   // captured into a graph the first time its exact launches are seen, and
@@ -149,6 +151,9 @@ class CudaBackend final : public Backend {
                     float eps, const Tensor& out) override;
   void ResidualAdd(const Tensor& x, const Tensor& u,
                    const Tensor& stats) override;
+  void ResidualAddRmsNorm(const Tensor& x, const Tensor& u,
+                          const Tensor& stats, const Tensor& w, float eps,
+                          const Tensor& normed) override;
   void SwiGlu(const Tensor& gate, const Tensor& up, const Tensor& out) override;
   void SigmoidGate(const Tensor& o, const Tensor& gate) override;
   void L2NormRows(const Tensor& x, int64_t dim, float scale) override;
@@ -198,6 +203,9 @@ class CudaBackend final : public Backend {
   void IssueOrRecord(Work&& work, const Key&... key);
   // Runs the region's recorded work as plain launches.
   void IssueRecorded();
+  // Issues the region's recorded work: a kept graph, a new one, or plain
+  // launches.
+  absl::Status IssueRegion();
   // Drops every kept graph.
   void ClearGraphs();
 
@@ -229,6 +237,8 @@ class CudaBackend final : public Backend {
   int64_t max_delta_chunks_ = 0;
   ScratchBuffer attention_partials_;
   ScratchBuffer delta_rule_workspace_;
+  // Scratch buffers replaced inside a graph region, freed at its end.
+  std::vector<void*> retired_;
   // Graph regions.
   struct KeptGraph {
     std::vector<uint64_t> words;  // the region's exact launches

@@ -57,6 +57,12 @@ void LaunchGatedRmsNorm(ConstTyped o, ConstTyped z, int64_t num_rows,
 void LaunchResidualAdd(Typed x, ConstTyped u, int64_t num_tokens,
                        int64_t hidden, float* stats, cudaStream_t stream);
 
+// LaunchResidualAdd, then LaunchRmsNorm of the new x into `normed` (weights
+// w [hidden]), in one block per token: the same bits as the two.
+void LaunchResidualAddRmsNorm(Typed x, ConstTyped u, int64_t num_tokens,
+                              int64_t hidden, float* stats, ConstTyped w,
+                              float eps, Typed normed, cudaStream_t stream);
+
 // out = silu(gate) ⊙ up over n elements (out may alias gate).
 void LaunchSwiGlu(ConstTyped gate, ConstTyped up, int64_t n, Typed out,
                   cudaStream_t stream);

@@ -9,8 +9,9 @@
 // partial sums are reduced across the warp once, at the end.
 //
 // A token's result does not depend on T (the same lanes sum the same
-// products in the same order), so a decode step's logits do not depend on
-// its batch size.
+// products in the same order), so up to kGemvMaxTokens a decode step's
+// logits do not depend on its batch size (beyond, cuBLAS takes the product,
+// with its own summation order).
 #include "engine/backend/cuda/cuda_kernels.h"
 #include "engine/backend/cuda/device_common.cuh"
 

@@ -632,6 +632,47 @@ TEST_P(CudaKernelFormTest, FewTokenProductsDoNotDependOnTheBatch) {
   }
 }
 
+// The add fused with the next norm gives the bits of the two ops on the
+// same backend (the stream, its statistics and the normed row), and the
+// CPU's results; with and without statistics.
+TEST_P(CudaKernelFormTest, ResidualAddRmsNormEqualsTheTwoOps) {
+  for (const bool with_stats : {true, false}) {
+    SCOPED_TRACE(with_stats);
+    const int64_t tokens = 5, hidden = 300;
+    Pair x = Input(Shape{tokens, hidden}, -3, 3);
+    Pair u = Input(Shape{tokens, hidden}, -1, 1);
+    Pair w = Weight(Shape{hidden}, -0.5f, 0.5f);
+    Pair normed = Output(Shape{tokens, hidden});
+    Pair stats = Output(Shape{tokens, kResidualStatsColumns}, kF32);
+    const Tensor no_stats;
+    // A second copy of x and outputs for the two-op run on the GPU.
+    Tensor x2 = Upload(*gpu_, kBF16, x.cpu.shape, x.values);
+    Pair normed2 = Output(Shape{tokens, hidden});
+    Pair stats2 = Output(Shape{tokens, kResidualStatsColumns}, kF32);
+    cpu_->ResidualAddRmsNorm(x.cpu, u.cpu, with_stats ? stats.cpu : no_stats,
+                             w.cpu, 1e-6f, normed.cpu);
+    gpu_->ResidualAddRmsNorm(x.gpu, u.gpu, with_stats ? stats.gpu : no_stats,
+                             w.gpu, 1e-6f, normed.gpu);
+    gpu_->ResidualAdd(x2, u.gpu, with_stats ? stats2.gpu : no_stats);
+    gpu_->RmsNorm(x2, w.gpu, 1e-6f, normed2.gpu);
+    ExpectClose(x, hidden, 1e-2, "the stream");
+    ExpectClose(normed, hidden, 1e-2, "the normed stream");
+    EXPECT_EQ(Read(*gpu_, x.gpu), Read(*gpu_, x2));
+    EXPECT_EQ(Read(*gpu_, normed.gpu), Read(*gpu_, normed2.gpu));
+    if (with_stats) {
+      EXPECT_EQ(Read(*gpu_, stats.gpu), Read(*gpu_, stats2.gpu));
+      const std::vector<float> got = Read(*gpu_, stats.gpu);
+      const std::vector<float> want = Read(*cpu_, stats.cpu);
+      for (int64_t t = 0; t < tokens; ++t) {
+        for (int col : {kStatStreamNorm, kStatUpdateNorm, kStatSumNorm}) {
+          const float ref = want[t * kResidualStatsColumns + col];
+          EXPECT_NEAR(got[t * kResidualStatsColumns + col], ref, 1e-2 * ref);
+        }
+      }
+    }
+  }
+}
+
 TEST_P(CudaKernelFormTest, GatedDeltaRuleEqualsTheCpuForms) {
   struct Dims {
     int64_t hk, hv, dk, dv;

@@ -191,8 +191,8 @@ TEST(CudaDecoderTest, SyntheticModelAgreesWithTheCpu) {
 
 // Decode steps as CUDA graphs give the same bits as the same steps issued
 // op by op (the same kernels on the same data), through a change of batch
-// size and back; a graph is captured once per batch size and replayed
-// after that.
+// size and back and a sequence moving into a new KV block; a graph is
+// captured once per batch size and replayed after that.
 TEST(CudaDecoderTest, DecodeStepsAsGraphsEqualPlainSteps) {
   SKIP_WITHOUT_DEVICE();
   Synthetic graphs = MakeSynthetic("tiny", BackendKind::kCuda, ElementType::kBF16);
@@ -220,13 +220,22 @@ TEST(CudaDecoderTest, DecodeStepsAsGraphsEqualPlainSteps) {
   };
   ASSERT_NO_FATAL_FAILURE(step(prefill, ids));
   int64_t position[] = {lengths[0], lengths[1], lengths[2]};
+  // Block tables exactly as long as the positions need (as the scheduler
+  // grows them): sequence 2 moves into its second block during the steps,
+  // which must not change the step's launches.
+  auto table = [&](int32_t s, int64_t positions) {
+    std::vector<int32_t> blocks;
+    for (int64_t b = 0; b * kBlockSize < positions; ++b) {
+      blocks.push_back(static_cast<int32_t>(4 * s + b));
+    }
+    return blocks;
+  };
   auto decode = [&](const std::vector<int32_t>& seqs, int32_t salt) {
     BatchLayout layout;
     std::vector<int32_t> step_ids;
     for (int32_t s : seqs) {
       layout.sequences.push_back(Slice(static_cast<int64_t>(step_ids.size()), 1,
-                                       position[s], s,
-                                       {4 * s, 4 * s + 1, 4 * s + 2, 4 * s + 3}));
+                                       position[s], s, table(s, position[s] + 1)));
       step_ids.push_back((salt * 31 + s * 7) % 512);
       ++position[s];
     }
