@@ -94,10 +94,14 @@ __device__ __forceinline__ void MaxAbsMerge(float& value, int& index,
   }
 }
 
-// One block per token: the add, then the token's statistics over the stored
-// (rounded) sum.
-__global__ void ResidualAddKernel(Typed x, ConstTyped u, int64_t hidden,
-                                  float* stats) {
+// Row blockIdx.x of the residual add, by the whole block: x ← x + u
+// (rounded to x's type), the row's statistics into stats (if not null), and
+// the sum of squares of the stored row, returned to every thread when
+// `want_sum_sq` (a thread's partial sums are over its own elements in
+// order, reduced in BlockSum's order: RmsNorm of the stored row computes the
+// same). Without either, no reduction runs.
+__device__ float ResidualAddRow(Typed x, ConstTyped u, int64_t hidden,
+                                float* stats, bool want_sum_sq) {
   __shared__ float sums[3][kRowThreads / kWarpSize];
   __shared__ float max_values[kRowThreads / kWarpSize];
   __shared__ int max_indexes[kRowThreads / kWarpSize];
@@ -120,7 +124,7 @@ __global__ void ResidualAddKernel(Typed x, ConstTyped u, int64_t hidden,
     if (!isfinite(uv) || !isfinite(y)) nonfinite = true;
     MaxAbsMerge(max_abs, max_dim, fabsf(y), static_cast<int>(i));
   }
-  if (stats == nullptr) return;  // uniform across the block
+  if (stats == nullptr && !want_sum_sq) return 0.0f;  // uniform across the block
   if (nonfinite) atomicOr(&any_nonfinite, 1);
   const int lane = threadIdx.x % kWarpSize;
   const int warp = threadIdx.x / kWarpSize;
@@ -141,78 +145,12 @@ __global__ void ResidualAddKernel(Typed x, ConstTyped u, int64_t hidden,
     max_indexes[warp] = max_dim;
   }
   __syncthreads();
-  if (threadIdx.x != 0) return;
   float totals[3] = {0.0f, 0.0f, 0.0f};
   float best = -1.0f;
   int best_dim = 0;
   for (int w = 0; w < static_cast<int>(blockDim.x / kWarpSize); ++w) {
     for (int s = 0; s < 3; ++s) totals[s] += sums[s][w];
     MaxAbsMerge(best, best_dim, max_values[w], max_indexes[w]);
-  }
-  float* row = stats + blockIdx.x * 6;
-  row[0] = sqrtf(totals[0]);
-  row[1] = sqrtf(totals[1]);
-  row[2] = sqrtf(totals[2]);
-  row[3] = fmaxf(best, 0.0f);
-  row[4] = static_cast<float>(best_dim);
-  row[5] = any_nonfinite != 0 ? 1.0f : 0.0f;
-}
-
-// ResidualAddKernel and RmsNormKernel of the new row in one block: the
-// stored sum's squares are summed by each thread in the order RmsNormKernel
-// would reread them, and reduced in BlockSum's order, so every output has
-// the bits of the two kernels run one after the other.
-__global__ void ResidualAddRmsNormKernel(Typed x, ConstTyped u, int64_t hidden,
-                                         float* stats, ConstTyped w, float eps,
-                                         Typed normed) {
-  __shared__ float sums[3][kRowThreads / kWarpSize];
-  __shared__ float max_values[kRowThreads / kWarpSize];
-  __shared__ int max_indexes[kRowThreads / kWarpSize];
-  __shared__ int any_nonfinite;
-  if (threadIdx.x == 0) any_nonfinite = 0;
-  __syncthreads();
-  const int64_t base = blockIdx.x * hidden;
-  float stream_sq = 0.0f, update_sq = 0.0f, sum_sq = 0.0f;
-  float max_abs = -1.0f;
-  int max_dim = 0;
-  bool nonfinite = false;
-  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
-    const float xv = LoadF32(x.data, x.type, base + i);
-    const float uv = LoadF32(u.data, u.type, base + i);
-    const float y = RoundTo(x.type, xv + uv);
-    StoreF32(x.data, x.type, base + i, y);
-    stream_sq += xv * xv;
-    update_sq += uv * uv;
-    sum_sq += y * y;
-    if (!isfinite(uv) || !isfinite(y)) nonfinite = true;
-    MaxAbsMerge(max_abs, max_dim, fabsf(y), static_cast<int>(i));
-  }
-  if (nonfinite) atomicOr(&any_nonfinite, 1);
-  const int lane = threadIdx.x % kWarpSize;
-  const int warp = threadIdx.x / kWarpSize;
-  stream_sq = WarpSum(stream_sq);
-  update_sq = WarpSum(update_sq);
-  sum_sq = WarpSum(sum_sq);
-#pragma unroll
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-    const float other_value = __shfl_xor_sync(0xffffffffu, max_abs, offset);
-    const int other_index = __shfl_xor_sync(0xffffffffu, max_dim, offset);
-    MaxAbsMerge(max_abs, max_dim, other_value, other_index);
-  }
-  if (lane == 0) {
-    sums[0][warp] = stream_sq;
-    sums[1][warp] = update_sq;
-    sums[2][warp] = sum_sq;
-    max_values[warp] = max_abs;
-    max_indexes[warp] = max_dim;
-  }
-  __syncthreads();
-  float totals[3] = {0.0f, 0.0f, 0.0f};
-  float best = -1.0f;
-  int best_dim = 0;
-  for (int w_index = 0; w_index < static_cast<int>(blockDim.x / kWarpSize); ++w_index) {
-    for (int s = 0; s < 3; ++s) totals[s] += sums[s][w_index];
-    MaxAbsMerge(best, best_dim, max_values[w_index], max_indexes[w_index]);
   }
   if (stats != nullptr && threadIdx.x == 0) {
     float* row = stats + blockIdx.x * 6;
@@ -223,8 +161,25 @@ __global__ void ResidualAddRmsNormKernel(Typed x, ConstTyped u, int64_t hidden,
     row[4] = static_cast<float>(best_dim);
     row[5] = any_nonfinite != 0 ? 1.0f : 0.0f;
   }
-  // The norm of the stored row; each thread rereads what it wrote.
-  const float inv_rms = rsqrtf(totals[2] / static_cast<float>(hidden) + eps);
+  return totals[2];
+}
+
+// One block per token: the add, then the token's statistics over the stored
+// (rounded) sum.
+__global__ void ResidualAddKernel(Typed x, ConstTyped u, int64_t hidden,
+                                  float* stats) {
+  ResidualAddRow(x, u, hidden, stats, /*want_sum_sq=*/false);
+}
+
+// ResidualAddKernel and RmsNormKernel of the new row in one block, with the
+// bits of the two run one after the other (see ResidualAddRow).
+__global__ void ResidualAddRmsNormKernel(Typed x, ConstTyped u, int64_t hidden,
+                                         float* stats, ConstTyped w, float eps,
+                                         Typed normed) {
+  const float sum_sq = ResidualAddRow(x, u, hidden, stats, /*want_sum_sq=*/true);
+  const float inv_rms = rsqrtf(sum_sq / static_cast<float>(hidden) + eps);
+  // Each thread rereads the elements it wrote.
+  const int64_t base = blockIdx.x * hidden;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
     const float v = LoadF32(x.data, x.type, base + i);
     StoreF32(normed.data, normed.type, base + i,

@@ -235,6 +235,49 @@ class CudaBackendTest : public ::testing::Test {
     }
   }
 
+  struct AttentionDims {
+    int64_t heads, kv_heads, head_dim;
+  };
+  // Paged attention on both backends for sequences of tokens[i] new tokens
+  // after cached[i], each with blocks_per_seq blocks of 16 drawn at random
+  // from the pool, random caches and queries.
+  void AttentionAgainstTheCpu(const AttentionDims& d,
+                              const std::vector<int64_t>& tokens,
+                              const std::vector<int64_t>& cached,
+                              int64_t blocks_per_seq) {
+    const int64_t block_size = 16;
+    const int64_t num_seqs = static_cast<int64_t>(tokens.size());
+    const int64_t blocks = blocks_per_seq * num_seqs;
+    std::vector<int32_t> free(static_cast<size_t>(blocks));
+    std::iota(free.begin(), free.end(), 0);
+    std::shuffle(free.begin(), free.end(), rng_);
+    BatchLayout layout;
+    int64_t offset = 0;
+    for (int64_t i = 0; i < num_seqs; ++i) {
+      SequenceSlice s;
+      s.token_offset = offset;
+      s.num_tokens = tokens[i];
+      s.first_position = cached[i];
+      s.state_slot = static_cast<int32_t>(i);
+      for (int64_t b = 0; b < blocks_per_seq; ++b) {
+        s.block_table.push_back(free.back());
+        free.pop_back();
+      }
+      offset += tokens[i];
+      layout.sequences.push_back(s);
+    }
+    SetLayout(layout);
+    const int64_t t = layout.num_tokens();
+    Pair k_pool = Input(Shape{blocks, block_size, d.kv_heads, d.head_dim}, -1, 1);
+    Pair v_pool = Input(Shape{blocks, block_size, d.kv_heads, d.head_dim}, -1, 1);
+    Pair q = Input(Shape{t, d.heads, d.head_dim}, -2, 2);
+    Pair out = Output(Shape{t, d.heads, d.head_dim});
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
+    cpu_->PagedAttention(q.cpu, k_pool.cpu, v_pool.cpu, scale, out.cpu);
+    gpu_->PagedAttention(q.gpu, k_pool.gpu, v_pool.gpu, scale, out.gpu);
+    ExpectClose(out, d.head_dim, 2e-2, "PagedAttention");
+  }
+
   // Both backends run the same layout.
   void SetLayout(const BatchLayout& layout) {
     ASSERT_TRUE(cpu_->SetBatchLayout(layout).ok());
@@ -733,45 +776,14 @@ TEST_P(CudaKernelFormTest, WriteKvThenPagedAttention) {
 }
 
 // Decode steps over a long context (the split attention's case: few tokens,
-// many keys, every run's partial merged), the 27B's heads (24 query heads
-// on 4 KV heads of 256: groups of 6), and 12 query heads per KV head (two
-// blocks of one KV head's group).
+// many keys, every run's partial merged): contexts of 1000, 17 and 1 keys
+// (one long, one of a few runs, a first token), at the 27B's heads (24
+// query heads on 4 KV heads of 256: groups of 6) and at 12 query heads per
+// KV head (two blocks of one KV head's group).
 TEST_P(CudaKernelFormTest, DecodeAttentionOverALongContext) {
-  struct Dims {
-    int64_t heads, kv_heads, head_dim;
-  };
-  for (const Dims& d : {Dims{24, 4, 256}, Dims{12, 1, 64}}) {
+  for (const AttentionDims& d : {AttentionDims{24, 4, 256}, AttentionDims{12, 1, 64}}) {
     SCOPED_TRACE(d.heads);
-    const int64_t block_size = 16, blocks_per_seq = 63, num_seqs = 3;
-    const int64_t blocks = blocks_per_seq * num_seqs;
-    // Contexts of 1000, 17 and 1 keys: one long, one of a few runs, and a
-    // first token.
-    const int64_t cached[] = {999, 16, 0};
-    BatchLayout layout;
-    std::vector<int32_t> free(static_cast<size_t>(blocks));
-    std::iota(free.begin(), free.end(), 0);
-    std::shuffle(free.begin(), free.end(), rng_);
-    for (int64_t i = 0; i < num_seqs; ++i) {
-      SequenceSlice s;
-      s.token_offset = i;
-      s.num_tokens = 1;
-      s.first_position = cached[i];
-      s.state_slot = static_cast<int32_t>(i);
-      for (int64_t b = 0; b < blocks_per_seq; ++b) {
-        s.block_table.push_back(free.back());
-        free.pop_back();
-      }
-      layout.sequences.push_back(s);
-    }
-    SetLayout(layout);
-    Pair k_pool = Input(Shape{blocks, block_size, d.kv_heads, d.head_dim}, -1, 1);
-    Pair v_pool = Input(Shape{blocks, block_size, d.kv_heads, d.head_dim}, -1, 1);
-    Pair q = Input(Shape{num_seqs, d.heads, d.head_dim}, -2, 2);
-    Pair out = Output(Shape{num_seqs, d.heads, d.head_dim});
-    const float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
-    cpu_->PagedAttention(q.cpu, k_pool.cpu, v_pool.cpu, scale, out.cpu);
-    gpu_->PagedAttention(q.gpu, k_pool.gpu, v_pool.gpu, scale, out.gpu);
-    ExpectClose(out, d.head_dim, 2e-2, "PagedAttention");
+    AttentionAgainstTheCpu(d, {1, 1, 1}, {999, 16, 0}, 63);
   }
 }
 
@@ -781,42 +793,10 @@ TEST_P(CudaKernelFormTest, DecodeAttentionOverALongContext) {
 // 5-token chunk that the split kernel takes, at the 27B's heads (groups of
 // 6, head_dim 256) and at head_dim 32 and 64.
 TEST_P(CudaKernelFormTest, PrefillAttentionBesideDecodes) {
-  struct Dims {
-    int64_t heads, kv_heads, head_dim;
-  };
-  for (const Dims& d : {Dims{24, 4, 256}, Dims{4, 2, 32}, Dims{8, 1, 64}}) {
+  for (const AttentionDims& d : {AttentionDims{24, 4, 256}, AttentionDims{4, 2, 32},
+                                 AttentionDims{8, 1, 64}}) {
     SCOPED_TRACE(d.head_dim);
-    const int64_t block_size = 16, blocks_per_seq = 8;
-    const int64_t tokens[] = {70, 1, 20, 5}, cached[] = {0, 50, 100, 33};
-    const int64_t num_seqs = 4, blocks = blocks_per_seq * num_seqs;
-    std::vector<int32_t> free(static_cast<size_t>(blocks));
-    std::iota(free.begin(), free.end(), 0);
-    std::shuffle(free.begin(), free.end(), rng_);
-    BatchLayout layout;
-    int64_t offset = 0;
-    for (int64_t i = 0; i < num_seqs; ++i) {
-      SequenceSlice s;
-      s.token_offset = offset;
-      s.num_tokens = tokens[i];
-      s.first_position = cached[i];
-      s.state_slot = static_cast<int32_t>(i);
-      for (int64_t b = 0; b < blocks_per_seq; ++b) {
-        s.block_table.push_back(free.back());
-        free.pop_back();
-      }
-      offset += tokens[i];
-      layout.sequences.push_back(s);
-    }
-    SetLayout(layout);
-    const int64_t t = layout.num_tokens();
-    Pair k_pool = Input(Shape{blocks, block_size, d.kv_heads, d.head_dim}, -1, 1);
-    Pair v_pool = Input(Shape{blocks, block_size, d.kv_heads, d.head_dim}, -1, 1);
-    Pair q = Input(Shape{t, d.heads, d.head_dim}, -2, 2);
-    Pair out = Output(Shape{t, d.heads, d.head_dim});
-    const float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
-    cpu_->PagedAttention(q.cpu, k_pool.cpu, v_pool.cpu, scale, out.cpu);
-    gpu_->PagedAttention(q.gpu, k_pool.gpu, v_pool.gpu, scale, out.gpu);
-    ExpectClose(out, d.head_dim, 2e-2, "PagedAttention");
+    AttentionAgainstTheCpu(d, {70, 1, 20, 5}, {0, 50, 100, 33}, 8);
   }
 }
 
