@@ -134,8 +134,14 @@ struct Engine::Impl {
   void RecordResiduals(const StepPlan& plan,
                        const std::vector<engine_internal::RequestState*>& requests,
                        const ForwardOutput& forward);
+  // The next token of `r` from its logits row, or, for a request that
+  // only needs the argmax (ArgmaxSuffices), from the id the backend found
+  // (-1: the row was not finite).
   SequenceOutput Sample(engine_internal::RequestState& r,
                         absl::Span<const float> row);
+  SequenceOutput SampleArgmax(engine_internal::RequestState& r, int32_t id);
+  SequenceOutput EmitToken(engine_internal::RequestState& r,
+                           absl::StatusOr<SampleResult> sample);
 };
 
 }  // namespace tributary

@@ -141,12 +141,25 @@ void Engine::Impl::Fatal(const absl::Status& status) {
 
 SequenceOutput Engine::Impl::Sample(RequestState& r,
                                     absl::Span<const float> row) {
+  const TokenHistory history{r.prompt, r.output};
+  return EmitToken(r, sampler.Sample(row, r.params, history, r.seed));
+}
+
+SequenceOutput Engine::Impl::SampleArgmax(RequestState& r, int32_t id) {
+  if (id < 0) {
+    return EmitToken(r, absl::InternalError(
+                            "the logits row holds a value that is not finite"));
+  }
+  SampleResult result;
+  result.token_id = id;
+  return EmitToken(r, result);
+}
+
+SequenceOutput Engine::Impl::EmitToken(RequestState& r,
+                                       absl::StatusOr<SampleResult> sample) {
   SequenceOutput out;
   out.id = r.id;
   out.finished = true;  // unless a token continues it
-  const TokenHistory history{r.prompt, r.output};
-  absl::StatusOr<SampleResult> sample =
-      sampler.Sample(row, r.params, history, r.seed);
   if (!sample.ok()) {
     FailRequest(r, absl::InternalError(sample.status().message()));
     return out;
@@ -285,6 +298,19 @@ bool Engine::Impl::Step() {
   ForwardOptions forward_options;
   forward_options.residual_stats = options.residual_stats;
   forward_options.logits_for_all_tokens = false;
+  // Rows whose logits nobody reads in full: greedy sampling without
+  // penalties or logprobs takes the backend's argmax (the same choice as the
+  // host sampler's), and a prefill chunk that samples nothing needs none.
+  forward_options.argmax_only.assign(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    const RequestState* r = requests[i];
+    forward_options.argmax_only[i] =
+        r == nullptr || done[i] || !plan.sequences[i].samples_token() ||
+        (r->params.is_greedy() && !r->params.has_penalties() &&
+         !r->params.num_logprobs.has_value());
+  }
+  size_t logits_rows = 0;
+  for (size_t i = 0; i < n; ++i) logits_rows += forward_options.argmax_only[i] ? 0 : 1;
   forward_options.interventions =
       interventions.empty() ? nullptr : &interventions;
   const absl::Time forward_start = absl::Now();
@@ -297,8 +323,8 @@ bool Engine::Impl::Step() {
   const absl::Duration forward_time = absl::Now() - forward_start;
   absl::Status forward_status = forward.status();
   if (forward_status.ok() &&
-      (forward->logit_rows.size() != n ||
-       forward->logits.size() != n * static_cast<size_t>(vocab_size))) {
+      (forward->logit_rows.size() != n || forward->argmax_ids.size() != n ||
+       forward->logits.size() != logits_rows * static_cast<size_t>(vocab_size))) {
     forward_status = absl::InternalError(
         absl::StrCat("the forward returned ", forward->logit_rows.size(),
                      " logit rows for ", n, " sequences"));
@@ -332,8 +358,12 @@ bool Engine::Impl::Step() {
     }
   }
 
+  size_t next_logits_row = 0;  // the row of forward->logits of sequence i
   for (size_t i = 0; i < n; ++i) {
-    if (done[i]) continue;
+    if (done[i]) {
+      if (!forward_options.argmax_only[i]) ++next_logits_row;
+      continue;
+    }
     RequestState& r = *requests[i];
     const ScheduledSequence& seq = plan.sequences[i];
     if (!forward_status.ok()) {
@@ -342,9 +372,16 @@ bool Engine::Impl::Step() {
       result.outputs.push_back({seq.id, false, 0, true});
       continue;
     }
+    const bool argmax_only = forward_options.argmax_only[i];
+    const size_t logits_row = next_logits_row;
+    if (!argmax_only) ++next_logits_row;
     if (!seq.samples_token()) continue;
+    if (argmax_only) {
+      result.outputs.push_back(SampleArgmax(r, forward->argmax_ids[i]));
+      continue;
+    }
     const absl::Span<const float> row(
-        forward->logits.data() + i * static_cast<size_t>(vocab_size),
+        forward->logits.data() + logits_row * static_cast<size_t>(vocab_size),
         static_cast<size_t>(vocab_size));
     result.outputs.push_back(Sample(r, row));
   }

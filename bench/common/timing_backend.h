@@ -132,6 +132,9 @@ class TimingBackend final : public Backend {
                   const Tensor& dst) override {
     TimeVoid("GatherRows", [&] { inner_->GatherRows(src, rows, dst); });
   }
+  void ArgMaxRows(const Tensor& x, const Tensor& ids) override {
+    TimeVoid("ArgMaxRows", [&] { inner_->ArgMaxRows(x, ids); });
+  }
   void AddScaledVector(const Tensor& x, int64_t row_begin, int64_t row_end,
                        const Tensor& v, float scale) override {
     TimeVoid("AddScaledVector", [&] {

@@ -147,6 +147,10 @@ class Backend {
   // dst [R, d] = the rows `rows` [R] (i32) of src [T, d].
   virtual void GatherRows(const Tensor& src, const Tensor& rows,
                           const Tensor& dst) = 0;
+  // ids [R] (i32) = for each row of x [R, V] (f32), the lowest index of its
+  // largest value (greedy decoding's choice, as the host sampler makes it),
+  // or -1 when the row holds a NaN or an infinity.
+  virtual void ArgMaxRows(const Tensor& x, const Tensor& ids) = 0;
 
   // --- Interventions on the residual stream (per-request steering) ----------
   // x [T, d] rows [row_begin, row_end) += scale · v (v [d], f32).

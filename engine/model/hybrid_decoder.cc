@@ -436,6 +436,17 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
   RETURN_IF_ERROR(backend_->CopyFromHost(rows32.data(), rows_tensor));
   ASSIGN_OR_RETURN(Tensor logits,
                    allocate(ElementType::kF32, Shape{num_rows, c.vocab_size}));
+  if (!options.argmax_only.empty() &&
+      static_cast<int64_t>(options.argmax_only.size()) != num_rows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("argmax_only has ", options.argmax_only.size(),
+                     " flags for ", num_rows, " logit rows"));
+  }
+  const bool argmax = !options.argmax_only.empty();
+  Tensor argmax_tensor;
+  if (argmax) {
+    ASSIGN_OR_RETURN(argmax_tensor, allocate(ElementType::kI32, Shape{num_rows}));
+  }
 
   const StepInterventions* iv =
       options.interventions != nullptr && !options.interventions->empty()
@@ -510,10 +521,26 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
   backend_->GatherRows(step.stream, rows_tensor, selected);
   backend_->RmsNorm(selected, final_norm_, eps, selected);
   backend_->MatMul(selected, lm_head_, logits);
+  if (argmax) backend_->ArgMaxRows(logits, argmax_tensor);
   if (graph_region) RETURN_IF_ERROR(backend_->EndGraphRegion());
 
-  output.logits.resize(static_cast<size_t>(num_rows * c.vocab_size));
-  RETURN_IF_ERROR(backend_->CopyToHost(logits, output.logits.data()));
+  if (!argmax) {
+    output.logits.resize(static_cast<size_t>(num_rows * c.vocab_size));
+    RETURN_IF_ERROR(backend_->CopyToHost(logits, output.logits.data()));
+  } else {
+    output.argmax_ids.resize(static_cast<size_t>(num_rows));
+    RETURN_IF_ERROR(backend_->CopyToHost(argmax_tensor, output.argmax_ids.data()));
+    int64_t kept = 0;
+    for (int64_t r = 0; r < num_rows; ++r) kept += options.argmax_only[r] ? 0 : 1;
+    output.logits.resize(static_cast<size_t>(kept * c.vocab_size));
+    int64_t at = 0;
+    for (int64_t r = 0; r < num_rows; ++r) {
+      if (options.argmax_only[r]) continue;
+      RETURN_IF_ERROR(backend_->CopyToHost(
+          Rows(logits, r, 1), output.logits.data() + at * c.vocab_size));
+      ++at;
+    }
+  }
   if (options.residual_stats) {
     output.residual_stats.resize(
         static_cast<size_t>(num_sublayers * num_tokens * kResidualStatsColumns));

@@ -61,13 +61,25 @@ struct ForwardOptions {
   // Interventions on the residual stream (stream_interventions.h); null or
   // empty: none. Not owned; must live until Forward returns.
   const StepInterventions* interventions = nullptr;
+  // Empty, or one flag per logit row (per sequence unless
+  // logits_for_all_tokens): a set row gets only its argmax
+  // (ForwardOutput::argmax_ids, found by the backend), not its logits. For
+  // greedy sampling without penalties or logprobs, and for rows nobody
+  // samples from: a device then copies back 4 bytes instead of a
+  // vocabulary's row.
+  std::vector<bool> argmax_only{};
 };
 
 struct ForwardOutput {
   // Step rows (token indexes in the batch) that have logits, in order.
   std::vector<int64_t> logit_rows;
-  // [logit_rows.size(), vocab_size], raw f32.
+  // [rows without argmax_only, vocab_size], raw f32, in logit row order
+  // (all logit rows when argmax_only is empty).
   std::vector<float> logits;
+  // With argmax_only: [logit_rows.size()], every row's argmax (the lowest
+  // index of the largest logit; -1 when the row holds a NaN or an
+  // infinity). Empty otherwise.
+  std::vector<int32_t> argmax_ids;
   // [2 · num_layers, num_tokens, kResidualStatsColumns] (backend.h): layer l's
   // mixer is entry 2l, its ffn 2l + 1. Empty when switched off.
   std::vector<float> residual_stats;

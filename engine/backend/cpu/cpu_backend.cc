@@ -214,6 +214,15 @@ void CpuBackend::GatherRows(const Tensor& src, const Tensor& rows,
   }
 }
 
+// One pass per row of the vocabulary: the reference code is the
+// implementation.
+void CpuBackend::ArgMaxRows(const Tensor& x, const Tensor& ids) {
+  const int64_t width = x.cols();
+  for (int64_t r = 0; r < x.rows(); ++r) {
+    ids.as<int32_t>()[r] = ref::ArgMaxRow(F32(x) + r * width, width);
+  }
+}
+
 void CpuBackend::Rope(const Tensor& x, int64_t rotary_dim, float theta) {
   ref::PartialRopeNeox(F32(x), x.shape[0], x.shape[1], x.shape[2], rotary_dim,
                        positions_.data(), theta);

@@ -157,6 +157,15 @@ void SigmoidGate(float* o, const float* gate, int64_t n) {
   for (int64_t i = 0; i < n; ++i) o[i] *= Sigmoid(gate[i]);
 }
 
+int32_t ArgMaxRow(const float* x, int64_t n) {
+  int32_t best = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(x[i])) return -1;
+    if (best < 0 || x[i] > x[best]) best = static_cast<int32_t>(i);
+  }
+  return best;
+}
+
 void L2NormRows(float* x, int64_t num_rows, int64_t dim, float scale) {
   for (int64_t r = 0; r < num_rows; ++r) {
     float* xr = x + r * dim;

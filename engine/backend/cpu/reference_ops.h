@@ -75,6 +75,10 @@ void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
 // o ← o ⊙ sigmoid(gate), element-wise over n elements (§3.7).
 void SigmoidGate(float* o, const float* gate, int64_t n);
 
+// The lowest index of the largest of x[0 … n), or -1 when x holds a NaN or
+// an infinity (greedy decoding; the host sampler's Argmax and tie rule).
+int32_t ArgMaxRow(const float* x, int64_t n);
+
 // q ← q · rsqrt(Σq² + 1e-6) · scale over each row of `dim` (§4.4; the eps is
 // on the sum, not the mean). x: [num_rows, dim], in place.
 void L2NormRows(float* x, int64_t num_rows, int64_t dim, float scale);

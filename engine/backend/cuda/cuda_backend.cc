@@ -803,6 +803,18 @@ void CudaBackend::GatherRows(const Tensor& src, const Tensor& rows,
   CheckLaunch("GatherRows");
 }
 
+void CudaBackend::ArgMaxRows(const Tensor& x, const Tensor& ids) {
+  if (!sticky_.ok()) return;
+  if (!Require(x.type == ElementType::kF32 && ids.type == ElementType::kI32 &&
+                   ids.num_elements() == x.rows(),
+               "ArgMaxRows: x f32 [R, V], ids i32 [R]")) {
+    return;
+  }
+  cuda::LaunchArgMaxRows(x.as<float>(), x.rows(), x.cols(), ids.as<int32_t>(),
+                         stream_);
+  CheckLaunch("ArgMaxRows");
+}
+
 void CudaBackend::AddScaledVector(const Tensor& x, int64_t row_begin,
                                   int64_t row_end, const Tensor& v,
                                   float scale) {

@@ -86,6 +86,11 @@ void LaunchCopyColumns(ConstTyped src, int64_t rows, int64_t src_cols,
                        int64_t col_begin, Typed dst, int64_t dst_cols,
                        cudaStream_t stream);
 
+// ids [num_rows] = per row of x [num_rows, dim] (f32) the lowest index of
+// its largest value, or -1 when the row holds a NaN or an infinity.
+void LaunchArgMaxRows(const float* x, int64_t num_rows, int64_t dim,
+                      int32_t* ids, cudaStream_t stream);
+
 // dst [num_rows, dim] = src rows `rows` [num_rows].
 void LaunchGatherRows(ConstTyped src, const int32_t* rows, int64_t num_rows,
                       int64_t dim, Typed dst, cudaStream_t stream);

@@ -3,6 +3,7 @@
 // work); the fused, vectorised versions are the next issue's. Reductions sum
 // in f32 in a fixed order (lane order within a warp, then warp order), so a
 // row's result does not depend on the rest of the batch.
+#include <climits>
 #include <cmath>
 
 #include "engine/backend/cuda/cuda_kernels.h"
@@ -187,6 +188,55 @@ __global__ void ResidualAddRmsNormKernel(Typed x, ConstTyped u, int64_t hidden,
   }
 }
 
+// (value, index) of the larger value, the lower index on a tie.
+__device__ __forceinline__ void ArgMaxMerge(float& value, int& index,
+                                            float other_value,
+                                            int other_index) {
+  if (other_value > value || (other_value == value && other_index < index)) {
+    value = other_value;
+    index = other_index;
+  }
+}
+
+// One block per row: each thread's best over its elements (ascending, so
+// its first maximum), then the warps' and the block's, the lower index
+// winning ties; a NaN or infinity anywhere makes the row's id -1.
+__global__ void ArgMaxRowsKernel(const float* x, int64_t dim, int32_t* ids) {
+  __shared__ float best_values[kRowThreads / kWarpSize];
+  __shared__ int best_indexes[kRowThreads / kWarpSize];
+  __shared__ int any_nonfinite;
+  if (threadIdx.x == 0) any_nonfinite = 0;
+  __syncthreads();
+  const float* row = x + blockIdx.x * dim;
+  float best = -INFINITY;
+  int best_index = INT_MAX;
+  bool nonfinite = false;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+    const float v = row[i];
+    if (!isfinite(v)) nonfinite = true;
+    ArgMaxMerge(best, best_index, v, static_cast<int>(i));
+  }
+  if (nonfinite) atomicOr(&any_nonfinite, 1);
+#pragma unroll
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    const float other_value = __shfl_xor_sync(0xffffffffu, best, offset);
+    const int other_index = __shfl_xor_sync(0xffffffffu, best_index, offset);
+    ArgMaxMerge(best, best_index, other_value, other_index);
+  }
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  if (lane == 0) {
+    best_values[warp] = best;
+    best_indexes[warp] = best_index;
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  for (int w = 1; w < static_cast<int>(blockDim.x / kWarpSize); ++w) {
+    ArgMaxMerge(best, best_index, best_values[w], best_indexes[w]);
+  }
+  ids[blockIdx.x] = any_nonfinite != 0 || best_index == INT_MAX ? -1 : best_index;
+}
+
 __global__ void SwiGluKernel(ConstTyped gate, ConstTyped up, int64_t n,
                              Typed out) {
   GRID_STRIDE_LOOP(i, n) {
@@ -319,6 +369,13 @@ void LaunchResidualAddRmsNorm(Typed x, ConstTyped u, int64_t num_tokens,
   if (num_tokens <= 0) return;
   TRIBUTARY_LAUNCH(ResidualAddRmsNormKernel, static_cast<unsigned>(num_tokens),
                    kRowThreads, stream)(x, u, hidden, stats, w, eps, normed);
+}
+
+void LaunchArgMaxRows(const float* x, int64_t num_rows, int64_t dim,
+                      int32_t* ids, cudaStream_t stream) {
+  if (num_rows <= 0) return;
+  TRIBUTARY_LAUNCH(ArgMaxRowsKernel, static_cast<unsigned>(num_rows),
+                   kRowThreads, stream)(x, dim, ids);
 }
 
 void LaunchSwiGlu(ConstTyped gate, ConstTyped up, int64_t n, Typed out,

@@ -549,6 +549,33 @@ TEST_F(CudaBackendTest, CopyColumnsGatherRowsAndSteering) {
   }
 }
 
+// The argmax of each row as the CPU finds it: ties to the lowest index, a
+// row with a NaN or an infinity gives -1; rows wider than a block's threads.
+TEST_F(CudaBackendTest, ArgMaxRows) {
+  const int64_t rows = 5, width = 3000;
+  std::vector<float> values = Random(rows * width, -4, 4, false);
+  values[0 * width + 2500] = 9.0f;  // row 0: a tie, the lower index wins
+  values[0 * width + 17] = 9.0f;
+  values[1 * width + 2999] = 8.0f;  // row 1: the last element
+  values[2 * width + 40] = NAN;
+  values[3 * width + 7] = -INFINITY;
+  Tensor x_cpu = Upload(*cpu_, kF32, Shape{rows, width}, values);
+  Tensor x_gpu = Upload(*gpu_, kF32, Shape{rows, width}, values);
+  auto ids_cpu = cpu_->Allocate(ElementType::kI32, Shape{rows});
+  auto ids_gpu = gpu_->Allocate(ElementType::kI32, Shape{rows});
+  ASSERT_TRUE(ids_cpu.ok() && ids_gpu.ok());
+  cpu_->ArgMaxRows(x_cpu, *ids_cpu);
+  gpu_->ArgMaxRows(x_gpu, *ids_gpu);
+  std::vector<int32_t> want(rows), got(rows);
+  ASSERT_TRUE(cpu_->CopyToHost(*ids_cpu, want.data()).ok());
+  ASSERT_TRUE(gpu_->CopyToHost(*ids_gpu, got.data()).ok());
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(want[0], 17);
+  EXPECT_EQ(want[1], 2999);
+  EXPECT_EQ(want[2], -1);
+  EXPECT_EQ(want[3], -1);
+}
+
 TEST_F(CudaBackendTest, ZeroAndZeroRows) {
   Pair x = Input(Shape{4, 10}, 1, 2);
   gpu_->ZeroRows(x.gpu, 1, 3);

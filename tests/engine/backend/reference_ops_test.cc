@@ -62,6 +62,16 @@ TEST(MatMulTest, SameResultForEachWeightDType) {
   }
 }
 
+TEST(ArgMaxRowTest, LowestIndexOfTheLargestAndMinusOneWhenNotFinite) {
+  EXPECT_EQ(ArgMaxRow(std::vector<float>{1, 3, -2, 3, 0}.data(), 5), 1);
+  EXPECT_EQ(ArgMaxRow(std::vector<float>{-5, -4, -4}.data(), 3), 1);
+  EXPECT_EQ(ArgMaxRow(std::vector<float>{7}.data(), 1), 0);
+  EXPECT_EQ(ArgMaxRow(std::vector<float>{1, NAN, 2}.data(), 3), -1);
+  EXPECT_EQ(ArgMaxRow(std::vector<float>{1, 2, INFINITY}.data(), 3), -1);
+  EXPECT_EQ(ArgMaxRow(std::vector<float>{-INFINITY, 2}.data(), 2), -1);
+  EXPECT_EQ(ArgMaxRow(nullptr, 0), -1);
+}
+
 TEST(RmsNormTest, ZeroCentredWeightOfZeroGivesUnitRms) {
   std::mt19937 rng(2);
   const int64_t rows = 4, dim = 24;

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <numeric>
@@ -119,6 +120,48 @@ TEST(HybridDecoderTest, BatchedEqualsAloneBitForBit) {
       EXPECT_EQ(mine, alone_decode[i]) << "decode of prompt " << i;
     }
   }
+}
+
+// Rows marked argmax_only get the argmax of the logits they would have had
+// (the host sampler's choice) and no logits; the other rows keep theirs, in
+// order.
+TEST(HybridDecoderTest, ArgmaxOnlyRowsGetTheLogitsArgmax) {
+  Harness h(SourcePath("models/tiny-shakespeare"));
+  ASSERT_TRUE(h.ok());
+  const auto prompts = Prompts({6, 1, 9}, h.vocab());
+  BatchLayout layout;
+  std::vector<int32_t> ids;
+  int32_t next = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const int64_t n = static_cast<int64_t>(prompts[i].size());
+    layout.sequences.push_back(Slice(static_cast<int64_t>(ids.size()), n, 0,
+                                     static_cast<int32_t>(i), h.Blocks(n, &next)));
+    ids.insert(ids.end(), prompts[i].begin(), prompts[i].end());
+  }
+  auto full = h.decoder().Forward(layout, ids, ForwardOptions{});
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_TRUE(full->argmax_ids.empty());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_TRUE(h.decoder().ResetStateSlot(static_cast<int32_t>(i)).ok());
+  }
+  ForwardOptions options;
+  options.argmax_only = {true, false, true};
+  auto some = h.decoder().Forward(layout, ids, options);
+  ASSERT_TRUE(some.ok()) << some.status();
+  const int64_t vocab = h.vocab();
+  ASSERT_EQ(some->argmax_ids.size(), 3u);
+  ASSERT_EQ(some->logits.size(), static_cast<size_t>(vocab));
+  for (int64_t r = 0; r < 3; ++r) {
+    // std::max_element: the first of the largest, the sampler's tie rule.
+    const float* row = full->logits.data() + r * vocab;
+    EXPECT_EQ(some->argmax_ids[r], std::max_element(row, row + vocab) - row)
+        << "row " << r;
+  }
+  EXPECT_EQ(some->logits, std::vector<float>(full->logits.begin() + vocab,
+                                             full->logits.begin() + 2 * vocab));
+  options.argmax_only = {true};
+  EXPECT_EQ(h.decoder().Forward(layout, ids, options).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(HybridDecoderTest, ChunkedPrefillEqualsOnePrefill) {

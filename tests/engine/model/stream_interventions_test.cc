@@ -126,6 +126,9 @@ class ProbeBackend final : public Backend {
   void GatherRows(const Tensor& s, const Tensor& r, const Tensor& d) override {
     in_->GatherRows(s, r, d);
   }
+  void ArgMaxRows(const Tensor& x, const Tensor& ids) override {
+    in_->ArgMaxRows(x, ids);
+  }
   void AddScaledVector(const Tensor& x, int64_t b, int64_t e, const Tensor& v,
                        float s) override {
     in_->AddScaledVector(x, b, e, v, s);
