@@ -151,11 +151,20 @@ constexpr int kSplitDimsPerLane =
 constexpr int kSplitWarps = 4;
 
 // Lane l holds dims l·per … l·per + per − 1 of a row: contiguous, so that a
-// lane's loads of a bf16 row are one wide access on the device.
+// lane's share of a bf16 row of 256 (the 27B's heads) is one 16-byte load
+// when aligned; other types and widths load element by element.
 __device__ __forceinline__ void LoadRowSlice(ConstTyped src, int64_t base,
                                              int lane, int per,
                                              int64_t head_dim,
                                              float (&out)[kSplitDimsPerLane]) {
+  static_assert(kSplitDimsPerLane == 8, "one 16-byte load of bf16");
+  const auto* bf16 = static_cast<const __nv_bfloat16*>(src.data) + base +
+                     int64_t{lane} * per;
+  if (src.type == ElementType::kBF16 && per == kSplitDimsPerLane &&
+      reinterpret_cast<uintptr_t>(bf16) % 16 == 0) {
+    LoadBf16x8(bf16, out);
+    return;
+  }
 #pragma unroll
   for (int r = 0; r < kSplitDimsPerLane; ++r) {
     const int64_t d = int64_t{lane} * per + r;

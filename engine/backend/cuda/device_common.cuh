@@ -161,6 +161,36 @@ __device__ __forceinline__ float BlockSum(float v, float* scratch) {
   return total;
 }
 
+// Eight bf16 at p (16-byte aligned) as floats.
+__device__ __forceinline__ void LoadBf16x8(const __nv_bfloat16* p,
+                                           float (&out)[8]) {
+#if defined(TRIBUTARY_CUDA_EMULATION)
+  ::tributary::cuda_emulation::CheckAligned16(p);
+  for (int i = 0; i < 8; ++i) out[i] = __bfloat162float(p[i]);
+#else
+  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    // A bf16 is the upper half of the f32 with the same bits; the lower
+    // address (the lower index) is the lower half of the word.
+    out[2 * i] = __uint_as_float(words[i] << 16);
+    out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+  }
+#endif
+}
+
+// 16 bytes from src to dst, both 16-byte aligned, as one access.
+__device__ __forceinline__ void Copy16Bytes(void* dst, const void* src) {
+#if defined(TRIBUTARY_CUDA_EMULATION)
+  ::tributary::cuda_emulation::CheckAligned16(dst);
+  ::tributary::cuda_emulation::CheckAligned16(src);
+  std::memcpy(dst, src, 16);
+#else
+  *static_cast<uint4*>(dst) = *static_cast<const uint4*>(src);
+#endif
+}
+
 // Blocks for n independent elements at kElementThreads each, capped (the
 // kernels loop with a grid stride past the cap).
 inline unsigned ElementBlocks(int64_t n) {

@@ -109,27 +109,36 @@ __global__ void FlashAttentionKernel(const __nv_bfloat16* q, int64_t num_heads,
   float running_max[2] = {-INFINITY, -INFINITY};
   float partial_sum[2] = {0.0f, 0.0f};  // this lane's columns only
 
-  __shared__ __nv_bfloat16 keys[kFlashKeys][kStagedRow];
-  __shared__ __nv_bfloat16 values[kFlashKeys][kStagedRow];
-  const int64_t words_per_row = head_dim / 2;
+  alignas(16) __shared__ __nv_bfloat16 keys[kFlashKeys][kStagedRow];
+  alignas(16) __shared__ __nv_bfloat16 values[kFlashKeys][kStagedRow];
+  // Staged 16 bytes (8 bf16) at a time: head_dim is a multiple of 16, the
+  // pools' rows and the staged rows (264 elements) are 16-byte aligned.
+  const int chunks_per_row = static_cast<int>(head_dim / 8);
+  __shared__ int64_t key_base[kFlashKeys];  // a tile key's pool row, or -1
   for (int64_t key0 = 0; key0 < num_keys; key0 += kFlashKeys) {
     // (1) Every warp is done with the previous tile.
     __syncthreads();
-    for (int64_t idx = threadIdx.x; idx < kFlashKeys * words_per_row;
+    if (threadIdx.x < kFlashKeys) {
+      const int64_t p = key0 + threadIdx.x;
+      key_base[threadIdx.x] =
+          p < num_keys ? FlashCacheRow(layout, seq, p, block_size) * kv_row +
+                             kvh * head_dim
+                       : -1;
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < kFlashKeys * chunks_per_row;
          idx += blockDim.x) {
-      const int key = static_cast<int>(idx / words_per_row);
-      const int d = static_cast<int>(2 * (idx % words_per_row));
-      const int64_t p = key0 + key;
-      if (p < num_keys) {
-        const int64_t base = FlashCacheRow(layout, seq, p, block_size) * kv_row +
-                             kvh * head_dim + d;
-        keys[key][d] = k_pool[base];
-        keys[key][d + 1] = k_pool[base + 1];
-        values[key][d] = v_pool[base];
-        values[key][d + 1] = v_pool[base + 1];
+      const int key = idx / chunks_per_row;
+      const int d = 8 * (idx % chunks_per_row);
+      const int64_t base = key_base[key];
+      if (base >= 0) {
+        Copy16Bytes(&keys[key][d], k_pool + base + d);
+        Copy16Bytes(&values[key][d], v_pool + base + d);
       } else {
-        keys[key][d] = keys[key][d + 1] = __float2bfloat16_rn(0.0f);
-        values[key][d] = values[key][d + 1] = __float2bfloat16_rn(0.0f);
+        for (int i = 0; i < 8; ++i) {
+          keys[key][d + i] = __float2bfloat16_rn(0.0f);
+          values[key][d + i] = __float2bfloat16_rn(0.0f);
+        }
       }
     }
     // (2) The tile is staged.

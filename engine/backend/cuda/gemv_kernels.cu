@@ -21,25 +21,7 @@ namespace {
 
 constexpr int kGemvWarps = 8;
 constexpr int kGemvRowsPerWarp = 2;
-constexpr int kGemvVector = 8;  // bf16 per 16-byte load
-
-// Eight bf16 at p (16-byte aligned) as floats.
-__device__ __forceinline__ void LoadBf16x8(const __nv_bfloat16* p,
-                                           float (&out)[kGemvVector]) {
-#if defined(TRIBUTARY_CUDA_EMULATION)
-  for (int i = 0; i < kGemvVector; ++i) out[i] = __bfloat162float(p[i]);
-#else
-  const uint4 raw = *reinterpret_cast<const uint4*>(p);
-  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    // A bf16 is the upper half of the f32 with the same bits; the lower
-    // address (the lower index) is the lower half of the word.
-    out[2 * i] = __uint_as_float(words[i] << 16);
-    out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
-  }
-#endif
-}
+constexpr int kGemvVector = 8;  // bf16 per 16-byte load (LoadBf16x8)
 
 template <int kTokens>
 __global__ void GemvKernel(const __nv_bfloat16* x, int64_t in,

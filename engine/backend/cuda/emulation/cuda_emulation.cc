@@ -252,6 +252,12 @@ uint64_t ShuffleXor(unsigned mask, uint64_t bits, int lane_mask) {
   return out;
 }
 
+void CheckAligned16(const void* p) {
+  if (reinterpret_cast<uintptr_t>(p) % 16 != 0) {
+    Fail("a 16-byte vector access at an address that is not 16-byte aligned");
+  }
+}
+
 void WarpAllGather(const void* mine, size_t bytes, void* all) {
   if (running == nullptr) Fail("a warp-collective instruction outside a kernel");
   if (bytes > kWarpGatherBytes) Fail("a warp gather of too many bytes");

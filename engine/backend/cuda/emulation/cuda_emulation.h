@@ -62,6 +62,9 @@ uint64_t ShuffleXor(unsigned mask, uint64_t bits, int lane_mask);
 // warp-collective instructions (mma.sync) are built on it.
 constexpr size_t kWarpGatherBytes = 64;
 void WarpAllGather(const void* mine, size_t bytes, void* all);
+// Stops with a message when `p` is not 16-byte aligned: a vector access the
+// device would fault on (a misaligned address).
+void CheckAligned16(const void* p);
 // Runs body() as every thread of every block of the grid, in order.
 void RunGrid(dim3 grid, dim3 block, const std::function<void()>& body);
 
