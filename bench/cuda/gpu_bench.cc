@@ -13,7 +13,8 @@
 // 2. A synthetic model of the preset's shapes (random weights made on the
 //    device): one prefill of --prefill-tokens tokens (tokens/s, and its FLOPs
 //    over the measured matrix rate), then decode steps at each batch size
-//    with every sequence holding --context tokens (ms/step, median of
+//    with every sequence holding --context tokens, greedy (only the argmax
+//    ids come back; ms/step, median of
 //    --steps, against the floor: the bytes a step must read and write over
 //    the measured bandwidth), and where a step's time goes (three more
 //    steps with every op synchronized and timed; --json has every op).
@@ -290,6 +291,11 @@ absl::Status Run(int argc, char** argv) {
         fill_ids.clear();
       }
     }
+    // The decode steps run as the service runs greedy requests: residual
+    // statistics on, only the argmax ids copied back (ForwardOptions::
+    // argmax_only), in every variant.
+    ForwardOptions decode_options = options;
+    decode_options.argmax_only.assign(static_cast<size_t>(batch), true);
     BatchLayout step;
     for (int64_t q = 0; q < batch; ++q) {
       SequenceSlice s;
@@ -314,7 +320,7 @@ absl::Status Run(int argc, char** argv) {
         cuda->set_straightforward_kernels(variant == 2);
         const auto start = Clock::now();
         absl::Status status =
-            decoder->Forward(step, ids(batch, 1000 + i), options).status();
+            decoder->Forward(step, ids(batch, 1000 + i), decode_options).status();
         const double seconds = Seconds(start, Clock::now());
         cuda->set_graphs(true);
         cuda->set_straightforward_kernels(false);
@@ -338,7 +344,8 @@ absl::Status Run(int argc, char** argv) {
       for (int64_t i = 0; i < kBreakdownSteps && status.ok(); ++i) {
         for (SequenceSlice& s : step.sequences) s.first_position = position;
         ++position;
-        status = decoder->Forward(step, ids(batch, 2000 + i), options).status();
+        status =
+            decoder->Forward(step, ids(batch, 2000 + i), decode_options).status();
       }
       timed.set_enabled(false);
       cuda->set_straightforward_kernels(false);
