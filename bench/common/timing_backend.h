@@ -85,6 +85,13 @@ class TimingBackend final : public Backend {
     TimeVoid(absl::StrCat("MatMul ", w.shape[0], "x", w.shape[1]),
              [&] { inner_->MatMul(x, w, y); });
   }
+  void MatMuls(const Tensor& x, absl::Span<const MatMulTarget> targets) override {
+    std::string key = "MatMuls";
+    for (const MatMulTarget& t : targets) {
+      absl::StrAppend(&key, " ", t.w->shape[0], "x", t.w->shape[1]);
+    }
+    TimeVoid(key, [&] { inner_->MatMuls(x, targets); });
+  }
   void EmbeddingGather(const Tensor& ids, const Tensor& table,
                        const Tensor& out) override {
     TimeVoid("EmbeddingGather",

@@ -28,6 +28,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "engine/backend/batch_layout.h"
 #include "engine/backend/tensor.h"
 
@@ -107,6 +108,16 @@ class Backend {
   // --- Row-wise ops -------------------------------------------------------------
   // y [T, out] = x [T, in] · wᵀ, w [out, in] in its stored type.
   virtual void MatMul(const Tensor& x, const Tensor& w, const Tensor& y) = 0;
+  // Several products of one input (a layer's input projections): y_i =
+  // x · w_iᵀ for each target, in one pass where the backend can; the same
+  // results as the MatMul calls.
+  struct MatMulTarget {
+    const Tensor* w;
+    const Tensor* y;
+  };
+  virtual void MatMuls(const Tensor& x, absl::Span<const MatMulTarget> targets) {
+    for (const MatMulTarget& t : targets) MatMul(x, *t.w, *t.y);
+  }
   // out [T, hidden] = table [vocab, hidden] rows of ids [T] (i32, in range).
   virtual void EmbeddingGather(const Tensor& ids, const Tensor& table,
                                const Tensor& out) = 0;

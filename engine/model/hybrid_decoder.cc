@@ -570,10 +570,10 @@ void HybridDecoder::RunLinearAttention(const Layer& layer, Step& step) {
   Tensor z = View(step.wide_c, Shape{t, value_dim});
   Tensor b = View(step.small_a, Shape{t, hv});
   Tensor a = View(step.small_b, Shape{t, hv});
-  backend_->MatMul(step.normed, w.in_proj_qkv, mixed);
-  backend_->MatMul(step.normed, w.in_proj_z, z);
-  backend_->MatMul(step.normed, w.in_proj_b, b);
-  backend_->MatMul(step.normed, w.in_proj_a, a);
+  backend_->MatMuls(step.normed, {{&w.in_proj_qkv, &mixed},
+                                   {&w.in_proj_z, &z},
+                                   {&w.in_proj_b, &b},
+                                   {&w.in_proj_a, &a}});
   backend_->CausalConv1dSilu(mixed, w.conv1d, w.window_pool, conv_out);
 
   // Split the conv output [q | k | v] (mixed is free again: reuse it).
@@ -611,9 +611,8 @@ void HybridDecoder::RunAttention(const Layer& layer, Step& step) {
   Tensor q_and_gate = View(step.wide_a, Shape{t, c.q_proj_rows()});
   Tensor k = View(step.wide_b, Shape{t, c.kv_proj_rows()});
   Tensor v = View(step.wide_c, Shape{t, c.kv_proj_rows()});
-  backend_->MatMul(step.normed, w.q_proj, q_and_gate);
-  backend_->MatMul(step.normed, w.k_proj, k);
-  backend_->MatMul(step.normed, w.v_proj, v);
+  backend_->MatMuls(step.normed,
+                    {{&w.q_proj, &q_and_gate}, {&w.k_proj, &k}, {&w.v_proj, &v}});
   // Per head: d query rows, then d gate rows (model-spec §3.1).
   Tensor per_head = View(q_and_gate, Shape{t * heads, 2 * d});
   Tensor q = View(step.small_a, Shape{t * heads, d});
@@ -639,8 +638,7 @@ void HybridDecoder::RunMlp(const Layer& layer, Step& step) {
   const int64_t t = step.num_tokens;
   Tensor gate = View(step.wide_a, Shape{t, config_->intermediate_size});
   Tensor up = View(step.wide_b, Shape{t, config_->intermediate_size});
-  backend_->MatMul(step.normed, layer.gate_proj, gate);
-  backend_->MatMul(step.normed, layer.up_proj, up);
+  backend_->MatMuls(step.normed, {{&layer.gate_proj, &gate}, {&layer.up_proj, &up}});
   backend_->SwiGlu(gate, up, gate);
   backend_->MatMul(gate, layer.down_proj, step.update);
 }

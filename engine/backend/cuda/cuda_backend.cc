@@ -631,21 +631,17 @@ void CudaBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& y) {
                "MatMul: a dimension exceeds 2^31")) {
     return;
   }
-  // Row-major y [T, out] = x [T, in] · wᵀ is, in cuBLAS's column-major terms,
-  // yᵀ [out, T] = wᵀ… : w seen column-major is [in, out] (lda = in), so
-  // op(A) = Aᵀ gives [out, in]; x seen column-major is [in, T] (ldb = in).
   // A few tokens of bf16: the weight-streaming kernel (a decode step's
   // products); anything else, cuBLAS.
-  const auto aligned = [](const void* p) {
-    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-  };
-  if (!options_.straightforward_kernels && tokens <= cuda::kGemvMaxTokens &&
-      x.type == ElementType::kBF16 && w.type == ElementType::kBF16 &&
-      in % 8 == 0 && aligned(x.data) && aligned(w.data)) {
-    cuda::LaunchGemv(x.data, tokens, in, w.data, out, Out(y), stream_);
+  if (TakesGemv(x, w)) {
+    const cuda::GemvOutput output{w.data, out, Out(y)};
+    cuda::LaunchGemv(x.data, tokens, in, &output, 1, stream_);
     CheckLaunch("MatMul (gemv)");
     return;
   }
+  // Row-major y [T, out] = x [T, in] · wᵀ is, in cuBLAS's column-major terms,
+  // yᵀ [out, T] = wᵀ… : w seen column-major is [in, out] (lda = in), so
+  // op(A) = Aᵀ gives [out, in]; x seen column-major is [in, T] (ldb = in).
   const int m = static_cast<int>(out), n = static_cast<int>(tokens),
             k = static_cast<int>(in);
   const void* w_data = w.data;
@@ -666,6 +662,40 @@ void CudaBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& y) {
             "cublasGemmEx"));
       },
       kGemmTag, m, n, k, w_data, x_data, y_data, w_type, x_type, y_type);
+}
+
+bool CudaBackend::TakesGemv(const Tensor& x, const Tensor& w) const {
+  const auto aligned = [](const void* p) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  };
+  return !options_.straightforward_kernels && x.rows() >= 1 &&
+         x.rows() <= cuda::kGemvMaxTokens && x.type == ElementType::kBF16 &&
+         w.type == ElementType::kBF16 && x.cols() % 8 == 0 &&
+         w.shape.rank == 2 && w.shape[1] == x.cols() && aligned(x.data) &&
+         aligned(w.data);
+}
+
+void CudaBackend::MatMuls(const Tensor& x,
+                          absl::Span<const MatMulTarget> targets) {
+  // One launch for all when the few-token kernel takes every product.
+  bool together = !targets.empty() &&
+                  targets.size() <= static_cast<size_t>(cuda::kGemvMaxOutputs);
+  for (const MatMulTarget& t : targets) {
+    together = together && TakesGemv(x, *t.w) && t.y->rows() == x.rows() &&
+               t.y->cols() == t.w->shape[0] && t.y->type != ElementType::kI32;
+  }
+  if (!together || !sticky_.ok()) {
+    Backend::MatMuls(x, targets);
+    return;
+  }
+  cuda::GemvOutput outputs[cuda::kGemvMaxOutputs];
+  for (size_t i = 0; i < targets.size(); ++i) {
+    outputs[i] = cuda::GemvOutput{targets[i].w->data, targets[i].w->shape[0],
+                                  Out(*targets[i].y)};
+  }
+  cuda::LaunchGemv(x.data, x.rows(), x.cols(), outputs,
+                   static_cast<int>(targets.size()), stream_);
+  CheckLaunch("MatMuls (gemv)");
 }
 
 void CudaBackend::EmbeddingGather(const Tensor& ids, const Tensor& table,

@@ -143,6 +143,7 @@ class CudaBackend final : public Backend {
   absl::Status EndGraphRegion() override;
 
   void MatMul(const Tensor& x, const Tensor& w, const Tensor& y) override;
+  void MatMuls(const Tensor& x, absl::Span<const MatMulTarget> targets) override;
   void EmbeddingGather(const Tensor& ids, const Tensor& table,
                        const Tensor& out) override;
   void RmsNorm(const Tensor& x, const Tensor& w, float eps,
@@ -196,6 +197,8 @@ class CudaBackend final : public Backend {
   void CheckLaunch(const char* what);
   // An argument the decoder should never pass: remembered as INTERNAL.
   bool Require(bool condition, const char* what);
+  // Whether the few-token kernel takes x · wᵀ (cuda_kernels.h: LaunchGemv).
+  bool TakesGemv(const Tensor& x, const Tensor& w) const;
   absl::StatusOr<void*> DeviceAlloc(size_t bytes, const char* what);
   void DeviceFree(void* data);
   // Issues `work` now, or records it in the graph region under the key

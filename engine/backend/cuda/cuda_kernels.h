@@ -106,12 +106,19 @@ void LaunchProjectOut(Typed x, int64_t num_rows, int64_t dim, const float* u,
 
 // --- gemv_kernels.cu ---------------------------------------------------------
 
+// For each of `count` outputs (at most kGemvMaxOutputs), one launch in all:
 // y [tokens, out] (y's type) = x [tokens, in] · wᵀ, w [out, in], x and w
 // bf16, 1 ≤ tokens ≤ kGemvMaxTokens, in a multiple of 8, x and w 16-byte
 // aligned: the decode step's products, streaming w at full width.
 constexpr int64_t kGemvMaxTokens = 8;
-void LaunchGemv(const void* x, int64_t tokens, int64_t in, const void* w,
-                int64_t out, Typed y, cudaStream_t stream);
+constexpr int kGemvMaxOutputs = 4;
+struct GemvOutput {
+  const void* w;
+  int64_t out;
+  Typed y;
+};
+void LaunchGemv(const void* x, int64_t tokens, int64_t in,
+                const GemvOutput* outputs, int count, cudaStream_t stream);
 
 // --- attention_kernels.cu ----------------------------------------------------
 

@@ -23,13 +23,39 @@ constexpr int kGemvWarps = 8;
 constexpr int kGemvRowsPerWarp = 2;
 constexpr int kGemvVector = 8;  // bf16 per 16-byte load (LoadBf16x8)
 
+// One product of a group, as a kernel parameter: 8-byte fields only, so the
+// launch recorder can key it by its bytes.
+struct GemvTarget {
+  const void* w;        // [out, in] bf16
+  void* y;              // [tokens, out]
+  int64_t out;
+  int64_t y_type;       // ElementType
+  int64_t first_block;  // its first block in the grid
+};
+struct GemvGroup {
+  GemvTarget targets[kGemvMaxOutputs];
+  int64_t count;
+};
+
+// The group's target of block blockIdx.x (its blocks follow the earlier
+// targets' blocks).
+__device__ __forceinline__ const GemvTarget& TargetOfBlock(const GemvGroup& group) {
+  int i = 0;
+  while (i + 1 < group.count && blockIdx.x >= group.targets[i + 1].first_block) ++i;
+  return group.targets[i];
+}
+
 template <int kTokens>
-__global__ void GemvKernel(const __nv_bfloat16* x, int64_t in,
-                           const __nv_bfloat16* w, int64_t out, Typed y) {
+__global__ void GemvKernel(const __nv_bfloat16* x, int64_t in, GemvGroup group) {
+  const GemvTarget& target = TargetOfBlock(group);
+  const auto* w = static_cast<const __nv_bfloat16*>(target.w);
+  const int64_t out = target.out;
+  const Typed y{target.y, static_cast<ElementType>(target.y_type)};
   const int lane = threadIdx.x % kWarpSize;
   const int warp = threadIdx.x / kWarpSize;
   const int64_t row0 =
-      (blockIdx.x * int64_t{kGemvWarps} + warp) * kGemvRowsPerWarp;
+      ((blockIdx.x - target.first_block) * int64_t{kGemvWarps} + warp) *
+      kGemvRowsPerWarp;
   if (row0 >= out) return;  // the whole warp
   float acc[kGemvRowsPerWarp][kTokens];
 #pragma unroll
@@ -69,29 +95,41 @@ __global__ void GemvKernel(const __nv_bfloat16* x, int64_t in,
 static_assert(kGemvMaxTokens == 8, "LaunchGemv instantiates 1 … 8 tokens");
 
 template <int kTokens>
-void LaunchGemvFor(const void* x, int64_t in, const void* w, int64_t out,
-                   Typed y, cudaStream_t stream) {
-  const int64_t rows_per_block = int64_t{kGemvWarps} * kGemvRowsPerWarp;
-  const unsigned blocks = static_cast<unsigned>((out + rows_per_block - 1) / rows_per_block);
+void LaunchGemvFor(const void* x, int64_t in, const GemvGroup& group,
+                   unsigned blocks, cudaStream_t stream) {
   TRIBUTARY_LAUNCH(GemvKernel<kTokens>, blocks, kGemvWarps * kWarpSize, stream)(
-      static_cast<const __nv_bfloat16*>(x), in,
-      static_cast<const __nv_bfloat16*>(w), out, y);
+      static_cast<const __nv_bfloat16*>(x), in, group);
 }
 
 }  // namespace
 
-void LaunchGemv(const void* x, int64_t tokens, int64_t in, const void* w,
-                int64_t out, Typed y, cudaStream_t stream) {
-  if (tokens <= 0 || out <= 0) return;
+void LaunchGemv(const void* x, int64_t tokens, int64_t in,
+                const GemvOutput* outputs, int count, cudaStream_t stream) {
+  if (tokens <= 0 || count <= 0 || count > kGemvMaxOutputs) return;
+  const int64_t rows_per_block = int64_t{kGemvWarps} * kGemvRowsPerWarp;
+  GemvGroup group{};
+  int64_t blocks = 0;
+  for (int i = 0; i < count; ++i) {
+    GemvTarget& t = group.targets[i];
+    t.w = outputs[i].w;
+    t.y = outputs[i].y.data;
+    t.out = outputs[i].out;
+    t.y_type = static_cast<int64_t>(outputs[i].y.type);
+    t.first_block = blocks;
+    blocks += (outputs[i].out + rows_per_block - 1) / rows_per_block;
+  }
+  group.count = count;
+  if (blocks <= 0) return;
+  const unsigned grid = static_cast<unsigned>(blocks);
   switch (tokens) {
-    case 1: return LaunchGemvFor<1>(x, in, w, out, y, stream);
-    case 2: return LaunchGemvFor<2>(x, in, w, out, y, stream);
-    case 3: return LaunchGemvFor<3>(x, in, w, out, y, stream);
-    case 4: return LaunchGemvFor<4>(x, in, w, out, y, stream);
-    case 5: return LaunchGemvFor<5>(x, in, w, out, y, stream);
-    case 6: return LaunchGemvFor<6>(x, in, w, out, y, stream);
-    case 7: return LaunchGemvFor<7>(x, in, w, out, y, stream);
-    case 8: return LaunchGemvFor<8>(x, in, w, out, y, stream);
+    case 1: return LaunchGemvFor<1>(x, in, group, grid, stream);
+    case 2: return LaunchGemvFor<2>(x, in, group, grid, stream);
+    case 3: return LaunchGemvFor<3>(x, in, group, grid, stream);
+    case 4: return LaunchGemvFor<4>(x, in, group, grid, stream);
+    case 5: return LaunchGemvFor<5>(x, in, group, grid, stream);
+    case 6: return LaunchGemvFor<6>(x, in, group, grid, stream);
+    case 7: return LaunchGemvFor<7>(x, in, group, grid, stream);
+    case 8: return LaunchGemvFor<8>(x, in, group, grid, stream);
     default: return;  // the caller keeps to kGemvMaxTokens
   }
 }

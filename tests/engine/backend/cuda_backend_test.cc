@@ -680,6 +680,35 @@ TEST_P(CudaKernelFormTest, MatMul) {
   }
 }
 
+// Products of one input by several weights (a layer's projections) in one
+// call give the bits of the separate products (bf16 and f32 outputs of odd
+// and even widths, 1, 3 and 8 tokens), and the CPU's results.
+TEST_P(CudaKernelFormTest, GroupedProductsEqualTheSeparateOnes) {
+  for (int64_t tokens : {1, 3, 8, 12}) {
+    SCOPED_TRACE(tokens);
+    Pair x = Input(Shape{tokens, 128}, -1, 1);
+    Pair w[4] = {Weight(Shape{40, 128}, -0.2f, 0.2f), Weight(Shape{33, 128}, -0.2f, 0.2f),
+                 Weight(Shape{8, 128}, -0.2f, 0.2f), Weight(Shape{200, 128}, -0.2f, 0.2f)};
+    Pair y[4] = {Output(Shape{tokens, 40}), Output(Shape{tokens, 33}, kF32),
+                 Output(Shape{tokens, 8}), Output(Shape{tokens, 200})};
+    Pair alone[4] = {Output(Shape{tokens, 40}), Output(Shape{tokens, 33}, kF32),
+                     Output(Shape{tokens, 8}), Output(Shape{tokens, 200})};
+    std::vector<Backend::MatMulTarget> gpu_targets, cpu_targets;
+    for (int i = 0; i < 4; ++i) {
+      gpu_targets.push_back({&w[i].gpu, &y[i].gpu});
+      cpu_targets.push_back({&w[i].cpu, &y[i].cpu});
+      gpu_->MatMul(x.gpu, w[i].gpu, alone[i].gpu);
+    }
+    gpu_->MatMuls(x.gpu, gpu_targets);
+    cpu_->MatMuls(x.cpu, cpu_targets);
+    for (int i = 0; i < 4; ++i) {
+      SCOPED_TRACE(i);
+      ExpectClose(y[i], y[i].cpu.cols(), i == 1 ? 1e-4 : 1e-2, "MatMuls");
+      EXPECT_EQ(Read(*gpu_, y[i].gpu), Read(*gpu_, alone[i].gpu));
+    }
+  }
+}
+
 // A decode step's products give each token the same bits whatever the
 // batch (up to the few-token kernel's limit of 8).
 TEST_P(CudaKernelFormTest, FewTokenProductsDoNotDependOnTheBatch) {
