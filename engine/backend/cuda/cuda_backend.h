@@ -1,10 +1,13 @@
 // The CUDA backend (design.md §7): bf16 activations and matrix weights, f32
 // accumulation, f32 GDN state and residual statistics. GEMMs go through
-// cuBLAS (cublasGemmEx, f32 compute); every other op is a kernel
-// (cuda_kernels.h) checked against the CPU backend by the `gpu` tests.
-// Attention and the delta rule have two forms: the fast ones (split
-// attention, the tiled delta rule) by default, and the straightforward ones
-// of issue 7, kept as the baseline the fast ones are measured against.
+// cuBLAS (cublasGemmEx, f32 compute) except products of at most 8 tokens
+// (the few-token kernel, grouped per layer by MatMuls); every other op is a
+// kernel (cuda_kernels.h) checked against the CPU backend by the `gpu`
+// tests. The fast kernels (split and flash attention, the tiled recurrent
+// and the chunked delta rule, the few-token products, the fused add + norm)
+// run by default; the straightforward ones of issue 7 (and cuBLAS for every
+// product) stay behind straightforward_kernels, the baseline the fast ones
+// are measured against.
 //
 // Graph regions (backend.h) become CUDA graphs: the region's launches are
 // recorded with their exact arguments (launch_recorder.h), captured into a
