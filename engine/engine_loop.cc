@@ -302,15 +302,15 @@ bool Engine::Impl::Step() {
   // penalties or logprobs takes the backend's argmax (the same choice as the
   // host sampler's), and a prefill chunk that samples nothing needs none.
   forward_options.argmax_only.assign(n, false);
+  size_t logits_rows = 0;
   for (size_t i = 0; i < n; ++i) {
     const RequestState* r = requests[i];
     forward_options.argmax_only[i] =
         r == nullptr || done[i] || !plan.sequences[i].samples_token() ||
         (r->params.is_greedy() && !r->params.has_penalties() &&
          !r->params.num_logprobs.has_value());
+    if (!forward_options.argmax_only[i]) ++logits_rows;
   }
-  size_t logits_rows = 0;
-  for (size_t i = 0; i < n; ++i) logits_rows += forward_options.argmax_only[i] ? 0 : 1;
   forward_options.interventions =
       interventions.empty() ? nullptr : &interventions;
   const absl::Time forward_start = absl::Now();
@@ -360,10 +360,7 @@ bool Engine::Impl::Step() {
 
   size_t next_logits_row = 0;  // the row of forward->logits of sequence i
   for (size_t i = 0; i < n; ++i) {
-    if (done[i]) {
-      if (!forward_options.argmax_only[i]) ++next_logits_row;
-      continue;
-    }
+    if (done[i]) continue;  // marked argmax_only: no logits row
     RequestState& r = *requests[i];
     const ScheduledSequence& seq = plan.sequences[i];
     if (!forward_status.ok()) {

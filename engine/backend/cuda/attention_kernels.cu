@@ -25,15 +25,6 @@ namespace {
 constexpr int kMaxHeadDimPerLane = 16;
 constexpr int kAttentionWarpsPerBlock = 4;
 
-// The pool row of position p of a sequence (row = block · block_size +
-// p mod block_size).
-__device__ __forceinline__ int64_t CacheRow(const DeviceLayout& layout,
-                                            const DeviceSequence& seq,
-                                            int64_t p, int64_t block_size) {
-  const int32_t block = layout.block_tables[seq.block_table_offset + p / block_size];
-  return static_cast<int64_t>(block) * block_size + p % block_size;
-}
-
 // One thread per (token, head, rotated pair).
 __global__ void RopeKernel(Typed x, int64_t num_tokens, int64_t num_heads,
                            int64_t head_dim, int64_t rotary_dim, float theta,

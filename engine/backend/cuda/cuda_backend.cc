@@ -922,18 +922,16 @@ void CudaBackend::GatedDeltaRule(const Tensor& q, const Tensor& k,
                "GatedDeltaRule: shapes (key_dim ≤ 256, f32 state)")) {
     return;
   }
-  if (options_.straightforward_kernels) {
-    cuda::LaunchGatedDeltaRule(In(q), In(k), In(v), In(g), In(beta), hk, hv,
-                               dk, dv, state_pool.as<float>(), Out(out),
-                               layout_->view, stream_);
-  } else {
-    // Decode steps by the tiled recurrent kernel (it skips the chunked
-    // sequences), the rest by the chunked kernels, in passes of at most
-    // chunks_per_pass chunks per sequence so that the per-chunk
-    // intermediates stay within delta_rule_workspace_bytes.
-    cuda::LaunchGatedDeltaRuleTiled(In(q), In(k), In(v), In(g), In(beta), hk,
-                                    hv, dk, dv, state_pool.as<float>(),
-                                    Out(out), layout_->view, stream_);
+  // Straightforward: every sequence recurrent. Fast: decode steps by the
+  // tiled recurrent kernel (it skips the chunked sequences), the rest by the
+  // chunked kernels, in passes of at most chunks_per_pass chunks per
+  // sequence so that the per-chunk intermediates stay within
+  // delta_rule_workspace_bytes.
+  const bool fast = !options_.straightforward_kernels;
+  cuda::LaunchGatedDeltaRule(In(q), In(k), In(v), In(g), In(beta), hk, hv, dk,
+                             dv, state_pool.as<float>(), Out(out),
+                             /*tiled=*/fast, layout_->view, stream_);
+  if (fast) {
     CheckLaunch("GatedDeltaRule (recurrent)");
     const int64_t chunked = layout_->view.num_chunked;
     if (chunked > 0) {

@@ -186,22 +186,17 @@ void LaunchCausalConv1dSilu(ConstTyped x, int64_t channels, int64_t kernel,
                             const DeviceLayout& layout, cudaStream_t stream);
 
 // The gated delta rule per sequence (recurrent form, every token in order),
-// state_pool [slots, Hv, dk, dv] f32. dk ≤ kMaxDeltaKeyDim.
+// state_pool [slots, Hv, dk, dv] f32. dk ≤ kMaxDeltaKeyDim. Straightforward:
+// a warp per state column, every sequence. Tiled: a block per (sequence,
+// value head, 32 state columns), each state row read as one line; it skips
+// the sequences whose `chunked` is set (LaunchGatedDeltaRuleChunked's).
 constexpr int64_t kMaxDeltaKeyDim = 256;
 void LaunchGatedDeltaRule(ConstTyped q, ConstTyped k, ConstTyped v,
                           ConstTyped g, ConstTyped beta, int64_t key_heads,
                           int64_t value_heads, int64_t key_dim,
                           int64_t value_dim, float* state_pool, Typed out,
-                          const DeviceLayout& layout, cudaStream_t stream);
-
-// The same maths by the tiled kernel: a block per (sequence, value head, 32
-// state columns), each state row read as one line. Skips the sequences
-// whose `chunked` is set (LaunchGatedDeltaRuleChunked's).
-void LaunchGatedDeltaRuleTiled(ConstTyped q, ConstTyped k, ConstTyped v,
-                               ConstTyped g, ConstTyped beta, int64_t key_heads,
-                               int64_t value_heads, int64_t key_dim,
-                               int64_t value_dim, float* state_pool, Typed out,
-                               const DeviceLayout& layout, cudaStream_t stream);
+                          bool tiled, const DeviceLayout& layout,
+                          cudaStream_t stream);
 
 // The chunked (WY/UT) form for the sequences of layout.chunked_sequences,
 // over chunks of kDeltaChunk tokens (model-spec §4.6), chunks

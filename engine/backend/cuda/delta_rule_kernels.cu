@@ -486,30 +486,19 @@ void LaunchGatedDeltaRule(ConstTyped q, ConstTyped k, ConstTyped v,
                           ConstTyped g, ConstTyped beta, int64_t key_heads,
                           int64_t value_heads, int64_t key_dim,
                           int64_t value_dim, float* state_pool, Typed out,
-                          const DeviceLayout& layout, cudaStream_t stream) {
+                          bool tiled, const DeviceLayout& layout,
+                          cudaStream_t stream) {
   if (layout.num_sequences <= 0 || value_heads <= 0 || value_dim <= 0) return;
-  const dim3 grid(
-      static_cast<unsigned>((value_dim + kDeltaWarpsPerBlock - 1) / kDeltaWarpsPerBlock),
-      static_cast<unsigned>(value_heads),
-      static_cast<unsigned>(layout.num_sequences));
-  TRIBUTARY_LAUNCH(GatedDeltaRuleKernel, grid, kDeltaWarpsPerBlock * kWarpSize, stream)(
-      q, k, v, g, beta, key_heads, value_heads, key_dim, value_dim, state_pool,
-      out, layout);
-}
-
-void LaunchGatedDeltaRuleTiled(ConstTyped q, ConstTyped k, ConstTyped v,
-                               ConstTyped g, ConstTyped beta, int64_t key_heads,
-                               int64_t value_heads, int64_t key_dim,
-                               int64_t value_dim, float* state_pool, Typed out,
-                               const DeviceLayout& layout, cudaStream_t stream) {
-  if (layout.num_sequences <= 0 || value_heads <= 0 || value_dim <= 0) return;
-  const dim3 grid(
-      static_cast<unsigned>((value_dim + kTileColumns - 1) / kTileColumns),
-      static_cast<unsigned>(value_heads),
-      static_cast<unsigned>(layout.num_sequences));
-  TRIBUTARY_LAUNCH(GatedDeltaRuleTiledKernel, grid, kTileWarps * kWarpSize, stream)(
-      q, k, v, g, beta, key_heads, value_heads, key_dim, value_dim, state_pool,
-      out, layout);
+  // Columns per block: one per warp, or a tile of 32 over 8 warps.
+  const int64_t columns = tiled ? kTileColumns : kDeltaWarpsPerBlock;
+  const dim3 grid(static_cast<unsigned>((value_dim + columns - 1) / columns),
+                  static_cast<unsigned>(value_heads),
+                  static_cast<unsigned>(layout.num_sequences));
+  const int threads = (tiled ? kTileWarps : kDeltaWarpsPerBlock) * kWarpSize;
+  TRIBUTARY_LAUNCH(tiled ? GatedDeltaRuleTiledKernel : GatedDeltaRuleKernel,
+                   grid, threads, stream)(q, k, v, g, beta, key_heads,
+                                          value_heads, key_dim, value_dim,
+                                          state_pool, out, layout);
 }
 
 void LaunchGatedDeltaRuleChunked(ConstTyped q, ConstTyped k, ConstTyped v,

@@ -16,6 +16,7 @@
 #include <tuple>
 #include <utility>
 
+#include "engine/backend/cuda/device_layout.h"
 #include "engine/backend/cuda/launch_recorder.h"
 #include "engine/backend/element_type.h"
 
@@ -189,6 +190,15 @@ __device__ __forceinline__ void Copy16Bytes(void* dst, const void* src) {
 #else
   *static_cast<uint4*>(dst) = *static_cast<const uint4*>(src);
 #endif
+}
+
+// The pool row of position p of a sequence (row = block · block_size +
+// p mod block_size).
+__device__ __forceinline__ int64_t CacheRow(const DeviceLayout& layout,
+                                            const DeviceSequence& seq,
+                                            int64_t p, int64_t block_size) {
+  const int32_t block = layout.block_tables[seq.block_table_offset + p / block_size];
+  return static_cast<int64_t>(block) * block_size + p % block_size;
 }
 
 // Blocks for n independent elements at kElementThreads each, capped (the

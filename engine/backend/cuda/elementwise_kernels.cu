@@ -84,11 +84,12 @@ __global__ void GatedRmsNormKernel(ConstTyped o, ConstTyped z, int64_t dim,
   }
 }
 
-// The larger |value|, the lower index on a tie (the CPU reference keeps the
-// first maximum). NaN never wins: comparisons with it are false.
-__device__ __forceinline__ void MaxAbsMerge(float& value, int& index,
-                                            float other_value,
-                                            int other_index) {
+// (value, index) of the larger value, the lower index on a tie (the CPU
+// reference keeps the first maximum): the residual statistics' max |x| and
+// greedy decoding's argmax. NaN never wins: comparisons with it are false.
+__device__ __forceinline__ void MaxIndexMerge(float& value, int& index,
+                                              float other_value,
+                                              int other_index) {
   if (other_value > value || (other_value == value && other_index < index)) {
     value = other_value;
     index = other_index;
@@ -123,7 +124,7 @@ __device__ float ResidualAddRow(Typed x, ConstTyped u, int64_t hidden,
     update_sq += uv * uv;
     sum_sq += y * y;
     if (!isfinite(uv) || !isfinite(y)) nonfinite = true;
-    MaxAbsMerge(max_abs, max_dim, fabsf(y), static_cast<int>(i));
+    MaxIndexMerge(max_abs, max_dim, fabsf(y), static_cast<int>(i));
   }
   if (stats == nullptr && !want_sum_sq) return 0.0f;  // uniform across the block
   if (nonfinite) atomicOr(&any_nonfinite, 1);
@@ -136,7 +137,7 @@ __device__ float ResidualAddRow(Typed x, ConstTyped u, int64_t hidden,
   for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
     const float other_value = __shfl_xor_sync(0xffffffffu, max_abs, offset);
     const int other_index = __shfl_xor_sync(0xffffffffu, max_dim, offset);
-    MaxAbsMerge(max_abs, max_dim, other_value, other_index);
+    MaxIndexMerge(max_abs, max_dim, other_value, other_index);
   }
   if (lane == 0) {
     sums[0][warp] = stream_sq;
@@ -151,7 +152,7 @@ __device__ float ResidualAddRow(Typed x, ConstTyped u, int64_t hidden,
   int best_dim = 0;
   for (int w = 0; w < static_cast<int>(blockDim.x / kWarpSize); ++w) {
     for (int s = 0; s < 3; ++s) totals[s] += sums[s][w];
-    MaxAbsMerge(best, best_dim, max_values[w], max_indexes[w]);
+    MaxIndexMerge(best, best_dim, max_values[w], max_indexes[w]);
   }
   if (stats != nullptr && threadIdx.x == 0) {
     float* row = stats + blockIdx.x * 6;
@@ -188,16 +189,6 @@ __global__ void ResidualAddRmsNormKernel(Typed x, ConstTyped u, int64_t hidden,
   }
 }
 
-// (value, index) of the larger value, the lower index on a tie.
-__device__ __forceinline__ void ArgMaxMerge(float& value, int& index,
-                                            float other_value,
-                                            int other_index) {
-  if (other_value > value || (other_value == value && other_index < index)) {
-    value = other_value;
-    index = other_index;
-  }
-}
-
 // One block per row: each thread's best over its elements (ascending, so
 // its first maximum), then the warps' and the block's, the lower index
 // winning ties; a NaN or infinity anywhere makes the row's id -1.
@@ -214,14 +205,14 @@ __global__ void ArgMaxRowsKernel(const float* x, int64_t dim, int32_t* ids) {
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
     const float v = row[i];
     if (!isfinite(v)) nonfinite = true;
-    ArgMaxMerge(best, best_index, v, static_cast<int>(i));
+    MaxIndexMerge(best, best_index, v, static_cast<int>(i));
   }
   if (nonfinite) atomicOr(&any_nonfinite, 1);
 #pragma unroll
   for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
     const float other_value = __shfl_xor_sync(0xffffffffu, best, offset);
     const int other_index = __shfl_xor_sync(0xffffffffu, best_index, offset);
-    ArgMaxMerge(best, best_index, other_value, other_index);
+    MaxIndexMerge(best, best_index, other_value, other_index);
   }
   const int lane = threadIdx.x % kWarpSize;
   const int warp = threadIdx.x / kWarpSize;
@@ -232,7 +223,7 @@ __global__ void ArgMaxRowsKernel(const float* x, int64_t dim, int32_t* ids) {
   __syncthreads();
   if (threadIdx.x != 0) return;
   for (int w = 1; w < static_cast<int>(blockDim.x / kWarpSize); ++w) {
-    ArgMaxMerge(best, best_index, best_values[w], best_indexes[w]);
+    MaxIndexMerge(best, best_index, best_values[w], best_indexes[w]);
   }
   ids[blockIdx.x] = any_nonfinite != 0 || best_index == INT_MAX ? -1 : best_index;
 }

@@ -44,14 +44,6 @@ __device__ __forceinline__ uint32_t PairAt(const __nv_bfloat16* row, int i) {
   return PackBits(Bits(row[i]), Bits(row[i + 1]));
 }
 
-// The pool row of position p of a sequence.
-__device__ __forceinline__ int64_t FlashCacheRow(const DeviceLayout& layout,
-                                                 const DeviceSequence& seq,
-                                                 int64_t p, int64_t block_size) {
-  const int32_t block = layout.block_tables[seq.block_table_offset + p / block_size];
-  return static_cast<int64_t>(block) * block_size + p % block_size;
-}
-
 // Grid (query tile, query head). layout.flash_tiles[2 · tile] is the
 // sequence, [2 · tile + 1] the tile's first token within its step.
 __global__ void FlashAttentionKernel(const __nv_bfloat16* q, int64_t num_heads,
@@ -121,7 +113,7 @@ __global__ void FlashAttentionKernel(const __nv_bfloat16* q, int64_t num_heads,
     if (threadIdx.x < kFlashKeys) {
       const int64_t p = key0 + threadIdx.x;
       key_base[threadIdx.x] =
-          p < num_keys ? FlashCacheRow(layout, seq, p, block_size) * kv_row +
+          p < num_keys ? CacheRow(layout, seq, p, block_size) * kv_row +
                              kvh * head_dim
                        : -1;
     }

@@ -248,9 +248,7 @@ class CudaBackendTest : public ::testing::Test {
     const int64_t block_size = 16;
     const int64_t num_seqs = static_cast<int64_t>(tokens.size());
     const int64_t blocks = blocks_per_seq * num_seqs;
-    std::vector<int32_t> free(static_cast<size_t>(blocks));
-    std::iota(free.begin(), free.end(), 0);
-    std::shuffle(free.begin(), free.end(), rng_);
+    std::vector<int32_t> free = ShuffledBlocks(blocks);
     BatchLayout layout;
     int64_t offset = 0;
     for (int64_t i = 0; i < num_seqs; ++i) {
@@ -278,6 +276,14 @@ class CudaBackendTest : public ::testing::Test {
     ExpectClose(out, d.head_dim, 2e-2, "PagedAttention");
   }
 
+  // Block ids 0 … n − 1 in a random order (tables drawn from the back).
+  std::vector<int32_t> ShuffledBlocks(int64_t n) {
+    std::vector<int32_t> blocks(static_cast<size_t>(n));
+    std::iota(blocks.begin(), blocks.end(), 0);
+    std::shuffle(blocks.begin(), blocks.end(), rng_);
+    return blocks;
+  }
+
   // Both backends run the same layout.
   void SetLayout(const BatchLayout& layout) {
     ASSERT_TRUE(cpu_->SetBatchLayout(layout).ok());
@@ -292,9 +298,7 @@ class CudaBackendTest : public ::testing::Test {
       int32_t slot;
     };
     const S seqs[] = {{9, 0, 2}, {1, 21, 0}, {6, 5, 3}};
-    std::vector<int32_t> free(static_cast<size_t>(num_blocks));
-    std::iota(free.begin(), free.end(), 0);
-    std::shuffle(free.begin(), free.end(), rng_);
+    std::vector<int32_t> free = ShuffledBlocks(num_blocks);
     BatchLayout layout;
     int64_t offset = 0;
     for (const S& s : seqs) {
