@@ -168,6 +168,17 @@ class TimingBackend final : public Backend {
       inner_->GatedDeltaRule(q, k, v, g, beta, state_pool, out);
     });
   }
+  // One entry for the whole core (the inner backend's composition or its
+  // fused kernel).
+  void GatedDeltaNet(const Tensor& conv_out, const Tensor& a, const Tensor& b,
+                     const Tensor& a_log, const Tensor& dt_bias,
+                     const GdnScratch& scratch, const Tensor& state_pool,
+                     const Tensor& out) override {
+    TimeVoid("GatedDeltaNet", [&] {
+      inner_->GatedDeltaNet(conv_out, a, b, a_log, dt_bias, scratch, state_pool,
+                            out);
+    });
+  }
   void WriteKv(const Tensor& k, const Tensor& v, const Tensor& k_pool,
                const Tensor& v_pool) override {
     TimeVoid("WriteKv", [&] { inner_->WriteKv(k, v, k_pool, v_pool); });

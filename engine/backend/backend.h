@@ -23,6 +23,7 @@
 #ifndef TRIBUTARY_ENGINE_BACKEND_BACKEND_H_
 #define TRIBUTARY_ENGINE_BACKEND_BACKEND_H_
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -192,6 +193,46 @@ class Backend {
                               const Tensor& v, const Tensor& g,
                               const Tensor& beta, const Tensor& state_pool,
                               const Tensor& out) = 0;
+  // The buffers GatedDeltaNet's default composition goes through.
+  struct GdnScratch {
+    Tensor q, k;     // [T, Hk, dk]
+    Tensor v;        // [T, Hv, dv]
+    Tensor g, beta;  // [T, Hv], f32
+  };
+  // A Gated DeltaNet layer's core after its conv (model-spec §4.3–4.4):
+  // conv_out [T, 2·Hk·dk + Hv·dv] split into q, k and v (the shapes of
+  // scratch.q and scratch.v), q and k L2-normalised per head (q also
+  // scaled by 1/√dk), the gates from a, b [T, Hv] (GdnGates), then the delta
+  // rule from and into state_pool into out [T, Hv, dv]. By default the ops
+  // one by one through `scratch`; a backend that fuses them (CUDA decode
+  // steps: one kernel instead of seven) may leave `scratch` untouched, and
+  // its results may differ from the default's by the rounding of the
+  // intermediates it no longer stores.
+  virtual void GatedDeltaNet(const Tensor& conv_out, const Tensor& a,
+                             const Tensor& b, const Tensor& a_log,
+                             const Tensor& dt_bias, const GdnScratch& scratch,
+                             const Tensor& state_pool, const Tensor& out) {
+    const int64_t tokens = scratch.q.shape[0];
+    const int64_t key_dim = scratch.q.shape[1] * scratch.q.shape[2];
+    const int64_t head_dim = scratch.q.shape[2];
+    // CopyColumns splits [T, columns] rows: 2-d views of the 3-d buffers.
+    auto flat = [tokens](Tensor t) {
+      t.shape = Shape{tokens, t.num_elements() / tokens};
+      return t;
+    };
+    CopyColumns(conv_out, 0, flat(scratch.q));
+    CopyColumns(conv_out, key_dim, flat(scratch.k));
+    CopyColumns(conv_out, 2 * key_dim, flat(scratch.v));
+    L2NormRows(scratch.q, head_dim, GdnQueryScale(head_dim));
+    L2NormRows(scratch.k, head_dim, 1.0f);
+    GdnGates(a, b, a_log, dt_bias, scratch.g, scratch.beta);
+    GatedDeltaRule(scratch.q, scratch.k, scratch.v, scratch.g, scratch.beta,
+                   state_pool, out);
+  }
+  // The scale of the normalised queries: 1/√dk (model-spec §4.4).
+  static float GdnQueryScale(int64_t key_head_dim) {
+    return 1.0f / std::sqrt(static_cast<float>(key_head_dim));
+  }
   // Writes k, v [T, Hkv, head_dim] at each token's position into the pools
   // [blocks, block_size, Hkv, head_dim].
   virtual void WriteKv(const Tensor& k, const Tensor& v, const Tensor& k_pool,

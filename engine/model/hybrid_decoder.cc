@@ -405,6 +405,7 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
   ASSIGN_OR_RETURN(step.small_b, allocate(act, Shape{num_tokens, wide}));
   ASSIGN_OR_RETURN(step.small_c, allocate(act, Shape{num_tokens, wide}));
   ASSIGN_OR_RETURN(step.small_d, allocate(act, Shape{num_tokens, wide}));
+  ASSIGN_OR_RETURN(step.small_e, allocate(act, Shape{num_tokens, wide}));
   if (c.num_linear_attention_layers() > 0) {
     ASSIGN_OR_RETURN(step.gates,
                      allocate(ElementType::kF32,
@@ -563,7 +564,7 @@ void HybridDecoder::RunLinearAttention(const Layer& layer, Step& step) {
   const int64_t t = step.num_tokens;
   const int64_t hk = c.linear_num_key_heads, hv = c.linear_num_value_heads;
   const int64_t dk = c.linear_key_head_dim, dv = c.linear_value_head_dim;
-  const int64_t key_dim = c.linear_key_dim(), value_dim = c.linear_value_dim();
+  const int64_t value_dim = c.linear_value_dim();
 
   Tensor mixed = View(step.wide_a, Shape{t, c.linear_conv_dim()});
   Tensor conv_out = View(step.wide_b, Shape{t, c.linear_conv_dim()});
@@ -576,24 +577,18 @@ void HybridDecoder::RunLinearAttention(const Layer& layer, Step& step) {
                                    {&w.in_proj_a, &a}});
   backend_->CausalConv1dSilu(mixed, w.conv1d, w.window_pool, conv_out);
 
-  // Split the conv output [q | k | v] (mixed is free again: reuse it).
-  Tensor q = View(step.wide_a, Shape{t, key_dim});
-  Tensor k = View(step.small_c, Shape{t, key_dim});
-  Tensor v = View(step.small_d, Shape{t, value_dim});
-  backend_->CopyColumns(conv_out, 0, q);
-  backend_->CopyColumns(conv_out, key_dim, k);
-  backend_->CopyColumns(conv_out, 2 * key_dim, v);
-  backend_->L2NormRows(q, dk, 1.0f / std::sqrt(static_cast<float>(dk)));
-  backend_->L2NormRows(k, dk, 1.0f);
-
-  Tensor g = Rows(step.gates, 0, t);
-  Tensor beta = Rows(step.gates, t, t);
-  backend_->GdnGates(a, b, w.a_log, w.dt_bias, g, beta);
-
-  Tensor core = View(step.small_a, Shape{t, hv, dv});
-  backend_->GatedDeltaRule(View(q, Shape{t, hk, dk}), View(k, Shape{t, hk, dk}),
-                           View(v, Shape{t, hv, dv}), g, beta, w.state_pool,
-                           core);
+  // The split q, k, v (mixed is free again: reuse it) and the gates, for a
+  // backend that runs the core op by op.
+  Backend::GdnScratch scratch;
+  scratch.q = View(step.wide_a, Shape{t, hk, dk});
+  scratch.k = View(step.small_c, Shape{t, hk, dk});
+  scratch.v = View(step.small_d, Shape{t, hv, dv});
+  scratch.g = Rows(step.gates, 0, t);
+  scratch.beta = Rows(step.gates, t, t);
+  // Apart from every input: a fused backend reads them while it writes.
+  Tensor core = View(step.small_e, Shape{t, hv, dv});
+  backend_->GatedDeltaNet(conv_out, a, b, w.a_log, w.dt_bias, scratch,
+                          w.state_pool, core);
   Tensor gated = View(step.small_b, Shape{t, value_dim});
   backend_->GatedRmsNorm(core, z, w.norm, static_cast<float>(c.rms_norm_eps),
                          gated);

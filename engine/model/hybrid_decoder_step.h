@@ -19,7 +19,7 @@ struct HybridDecoder::Step {
   Tensor stats;  // [2L, T, columns] or empty
   // Scratch shared by the layers (sized for the largest use).
   Tensor wide_a, wide_b, wide_c;  // [T, max projection width]
-  Tensor small_a, small_b, small_c, small_d;
+  Tensor small_a, small_b, small_c, small_d, small_e;
   // The GDN gates g and beta [2T, Hv], f32 whatever the activation type: the
   // log decay compounds over every token, so it is kept at full precision
   // (transformers computes it in f32 too). Empty without GDN layers.

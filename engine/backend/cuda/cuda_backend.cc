@@ -958,6 +958,40 @@ void CudaBackend::GatedDeltaRule(const Tensor& q, const Tensor& k,
   CheckLaunch("GatedDeltaRule");
 }
 
+void CudaBackend::GatedDeltaNet(const Tensor& conv_out, const Tensor& a,
+                                const Tensor& b, const Tensor& a_log,
+                                const Tensor& dt_bias, const GdnScratch& scratch,
+                                const Tensor& state_pool, const Tensor& out) {
+  if (!sticky_.ok()) return;
+  if (options_.straightforward_kernels || layout_->view.num_chunked > 0) {
+    Backend::GatedDeltaNet(conv_out, a, b, a_log, dt_bias, scratch, state_pool,
+                           out);
+    return;
+  }
+  const int64_t tokens = layout_->view.num_tokens;
+  const int64_t hk = scratch.q.shape[1], dk = scratch.q.shape[2];
+  const int64_t hv = scratch.v.shape[1], dv = scratch.v.shape[2];
+  if (!Require(scratch.q.shape.rank == 3 && scratch.v.shape.rank == 3 &&
+                   hk > 0 && hv % hk == 0 && dk <= cuda::kMaxDeltaKeyDim &&
+                   conv_out.rows() == tokens &&
+                   conv_out.cols() == 2 * hk * dk + hv * dv &&
+                   a.num_elements() == tokens * hv &&
+                   b.num_elements() == tokens * hv &&
+                   a_log.num_elements() == hv && dt_bias.num_elements() == hv &&
+                   out.num_elements() == tokens * hv * dv &&
+                   state_pool.type == ElementType::kF32 &&
+                   state_pool.shape.rank == 4 && state_pool.shape[1] == hv &&
+                   state_pool.shape[2] == dk && state_pool.shape[3] == dv,
+               "GatedDeltaNet: shapes (key_dim ≤ 256, f32 state)")) {
+    return;
+  }
+  cuda::LaunchGatedDeltaNetDecode(In(conv_out), In(a), In(b), In(a_log),
+                                  In(dt_bias), hk, hv, dk, dv,
+                                  GdnQueryScale(dk), state_pool.as<float>(),
+                                  Out(out), layout_->view, stream_);
+  CheckLaunch("GatedDeltaNet (decode)");
+}
+
 void CudaBackend::WriteKv(const Tensor& k, const Tensor& v,
                           const Tensor& k_pool, const Tensor& v_pool) {
   if (!sticky_.ok()) return;

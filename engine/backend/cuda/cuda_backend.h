@@ -4,8 +4,8 @@
 // (the few-token kernel, grouped per layer by MatMuls); every other op is a
 // kernel (cuda_kernels.h) checked against the CPU backend by the `gpu`
 // tests. The fast kernels (split and flash attention, the tiled recurrent
-// and the chunked delta rule, the few-token products, the fused add + norm)
-// run by default; the straightforward ones of issue 7 (and cuBLAS for every
+// and the chunked delta rule, the fused GDN decode core, the few-token
+// products, the fused add + norm) run by default; the straightforward ones of issue 7 (and cuBLAS for every
 // product) stay behind straightforward_kernels, the baseline the fast ones
 // are measured against.
 //
@@ -179,6 +179,12 @@ class CudaBackend final : public Backend {
   void GatedDeltaRule(const Tensor& q, const Tensor& k, const Tensor& v,
                       const Tensor& g, const Tensor& beta,
                       const Tensor& state_pool, const Tensor& out) override;
+  // Fast kernels and a step of decodes only (no chunked sequence): one fused
+  // kernel; otherwise the default composition.
+  void GatedDeltaNet(const Tensor& conv_out, const Tensor& a, const Tensor& b,
+                     const Tensor& a_log, const Tensor& dt_bias,
+                     const GdnScratch& scratch, const Tensor& state_pool,
+                     const Tensor& out) override;
   void WriteKv(const Tensor& k, const Tensor& v, const Tensor& k_pool,
                const Tensor& v_pool) override;
   void PagedAttention(const Tensor& q, const Tensor& k_pool,

@@ -198,6 +198,18 @@ void LaunchGatedDeltaRule(ConstTyped q, ConstTyped k, ConstTyped v,
                           bool tiled, const DeviceLayout& layout,
                           cudaStream_t stream);
 
+// A GDN layer's core for a step in which every sequence has one token after
+// cached ones (layout.num_chunked == 0), in one kernel: q, k [Hk, dk] and
+// v [Hv, dv] read from conv_out [T, 2·Hk·dk + Hv·dv], q and k L2-normalised
+// (q scaled by q_scale), the gates from a, b [T, Hv], a_log, dt_bias [Hv],
+// then the tiled recurrent step into out [T, Hv, dv] and state_pool.
+void LaunchGatedDeltaNetDecode(ConstTyped conv_out, ConstTyped a, ConstTyped b,
+                               ConstTyped a_log, ConstTyped dt_bias,
+                               int64_t key_heads, int64_t value_heads,
+                               int64_t key_dim, int64_t value_dim, float q_scale,
+                               float* state_pool, Typed out,
+                               const DeviceLayout& layout, cudaStream_t stream);
+
 // The chunked (WY/UT) form for the sequences of layout.chunked_sequences,
 // over chunks of kDeltaChunk tokens (model-spec §4.6), chunks
 // [first_chunk, first_chunk + chunks_per_pass) of each such sequence: a

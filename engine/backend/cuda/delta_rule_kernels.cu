@@ -154,6 +154,86 @@ constexpr int kTileColumns = kWarpSize;
 constexpr int kTileWarps = 8;
 constexpr int kTileRowsPerThread = static_cast<int>(kMaxDeltaKeyDim / kTileWarps);
 
+using TileRows = float[kTileRowsPerThread];
+using TileParts = float[kTileWarps][kTileColumns];
+
+// The thread's rows of the tile from the head's state (zeros off the edges).
+__device__ __forceinline__ void LoadStateTile(const float* state, int64_t key_dim,
+                                              int64_t value_dim, int64_t m,
+                                              bool has_column, TileRows& s) {
+  const int warp = threadIdx.x / kWarpSize;
+#pragma unroll
+  for (int r = 0; r < kTileRowsPerThread; ++r) {
+    const int64_t i = warp + int64_t{r} * kTileWarps;
+    s[r] = (has_column && i < key_dim) ? state[i * value_dim + m] : 0.0f;
+  }
+}
+
+__device__ __forceinline__ void StoreStateTile(float* state, int64_t key_dim,
+                                               int64_t value_dim, int64_t m,
+                                               bool has_column, const TileRows& s) {
+  const int warp = threadIdx.x / kWarpSize;
+#pragma unroll
+  for (int r = 0; r < kTileRowsPerThread; ++r) {
+    const int64_t i = warp + int64_t{r} * kTileWarps;
+    if (has_column && i < key_dim) state[i * value_dim + m] = s[r];
+  }
+}
+
+// One token of the tiled form, from barrier (1) on: k̂ and q̂ [dk] are staged
+// in shared memory by the caller, which every thread has finished writing
+// when it calls; `value` is v of the thread's column. Returns the column's
+// output o in warp 0 (0 elsewhere). Three barriers: on return every thread
+// has passed the last, so the caller may restage k̂, q̂ in a buffer that the
+// token before this one used (the tiled kernel double-buffers them).
+__device__ __forceinline__ float TiledDeltaToken(TileRows& s, const float* k_hat,
+                                                 const float* q_hat,
+                                                 int64_t key_dim, float decay,
+                                                 float b, float value,
+                                                 TileParts& prediction_part,
+                                                 TileParts& output_part) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  // (1) k̂, q̂ staged.
+  __syncthreads();
+  float prediction = 0.0f;
+#pragma unroll
+  for (int r = 0; r < kTileRowsPerThread; ++r) {
+    const int64_t i = warp + int64_t{r} * kTileWarps;
+    if (i < key_dim) {
+      s[r] *= decay;
+      prediction += s[r] * k_hat[i];
+    }
+  }
+  prediction_part[warp][lane] = prediction;
+  // (2) The partial predictions are in. Every thread has passed (3) of
+  // the previous token, so none still reads last token's parts.
+  __syncthreads();
+  float column_prediction = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kTileWarps; ++w) column_prediction += prediction_part[w][lane];
+  const float delta = b * (value - column_prediction);
+  float output = 0.0f;
+#pragma unroll
+  for (int r = 0; r < kTileRowsPerThread; ++r) {
+    const int64_t i = warp + int64_t{r} * kTileWarps;
+    if (i < key_dim) {
+      s[r] += k_hat[i] * delta;
+      output += s[r] * q_hat[i];
+    }
+  }
+  output_part[warp][lane] = output;
+  // (3) The partial outputs are in; warp 0 reads them before it reaches
+  // (2) of the next token, which every writer of the next parts waits for.
+  __syncthreads();
+  float column_output = 0.0f;
+  if (warp == 0) {
+#pragma unroll
+    for (int w = 0; w < kTileWarps; ++w) column_output += output_part[w][lane];
+  }
+  return column_output;
+}
+
 __global__ void GatedDeltaRuleTiledKernel(ConstTyped q, ConstTyped k,
                                           ConstTyped v, ConstTyped g,
                                           ConstTyped beta, int64_t key_heads,
@@ -171,18 +251,15 @@ __global__ void GatedDeltaRuleTiledKernel(ConstTyped q, ConstTyped k,
   float* state =
       state_pool + (static_cast<int64_t>(seq.state_slot) * value_heads + j) *
                        key_dim * value_dim;
-  float s[kTileRowsPerThread];
-#pragma unroll
-  for (int r = 0; r < kTileRowsPerThread; ++r) {
-    const int64_t i = warp + int64_t{r} * kTileWarps;
-    s[r] = (has_column && i < key_dim) ? state[i * value_dim + m] : 0.0f;
-  }
-  // k̂ and q̂ of the token, double-buffered by token parity, and the two
-  // per-warp partial sums: three barriers per token (see below).
+  TileRows s;
+  LoadStateTile(state, key_dim, value_dim, m, has_column, s);
+  // k̂ and q̂ of the token, double-buffered by token parity: the buffer
+  // written for token t was last read for token t − 2, before the last
+  // barrier of token t − 1, which every thread has passed.
   __shared__ float shared_k[2][kMaxDeltaKeyDim];
   __shared__ float shared_q[2][kMaxDeltaKeyDim];
-  __shared__ float prediction_part[kTileWarps][kTileColumns];
-  __shared__ float output_part[kTileWarps][kTileColumns];
+  __shared__ TileParts prediction_part;
+  __shared__ TileParts output_part;
   for (int64_t t = 0; t < seq.num_tokens; ++t) {
     const int buffer = static_cast<int>(t % 2);
     const int64_t row = seq.token_offset + t;
@@ -195,52 +272,87 @@ __global__ void GatedDeltaRuleTiledKernel(ConstTyped q, ConstTyped k,
     const float b = LoadF32(beta.data, beta.type, row * value_heads + j);
     const int64_t value_index = (row * value_heads + j) * value_dim + m;
     const float value = has_column ? LoadF32(v.data, v.type, value_index) : 0.0f;
-    // (1) k̂, q̂ staged. The buffer written here was last read for the
-    // token before the previous one, before its barrier (3), which every
-    // thread has passed.
-    __syncthreads();
-    float prediction = 0.0f;
-#pragma unroll
-    for (int r = 0; r < kTileRowsPerThread; ++r) {
-      const int64_t i = warp + int64_t{r} * kTileWarps;
-      if (i < key_dim) {
-        s[r] *= decay;
-        prediction += s[r] * shared_k[buffer][i];
-      }
-    }
-    prediction_part[warp][lane] = prediction;
-    // (2) The partial predictions are in. Every thread has passed (3) of
-    // the previous token, so none still reads last token's parts.
-    __syncthreads();
-    float column_prediction = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kTileWarps; ++w) column_prediction += prediction_part[w][lane];
-    const float delta = b * (value - column_prediction);
-    float output = 0.0f;
-#pragma unroll
-    for (int r = 0; r < kTileRowsPerThread; ++r) {
-      const int64_t i = warp + int64_t{r} * kTileWarps;
-      if (i < key_dim) {
-        s[r] += shared_k[buffer][i] * delta;
-        output += s[r] * shared_q[buffer][i];
-      }
-    }
-    output_part[warp][lane] = output;
-    // (3) The partial outputs are in; warp 0 reads them before it reaches
-    // (2) of the next token, which every writer of the next parts waits for.
-    __syncthreads();
-    if (warp == 0 && has_column) {
-      float column_output = 0.0f;
-#pragma unroll
-      for (int w = 0; w < kTileWarps; ++w) column_output += output_part[w][lane];
-      StoreF32(out.data, out.type, value_index, column_output);
-    }
+    const float o = TiledDeltaToken(s, shared_k[buffer], shared_q[buffer],
+                                    key_dim, decay, b, value, prediction_part,
+                                    output_part);
+    if (warp == 0 && has_column) StoreF32(out.data, out.type, value_index, o);
   }
-#pragma unroll
-  for (int r = 0; r < kTileRowsPerThread; ++r) {
-    const int64_t i = warp + int64_t{r} * kTileWarps;
-    if (has_column && i < key_dim) state[i * value_dim + m] = s[r];
+  StoreStateTile(state, key_dim, value_dim, m, has_column, s);
+}
+
+// A decode step of a whole GDN layer's core in one kernel (Backend::
+// GatedDeltaNet): the same grid and tile as the tiled kernel, for steps in
+// which every sequence has one token after cached ones. Each block reads q
+// and k of its key head and v of its columns straight from the conv output
+// [T, 2·Hk·dk + Hv·dv], L2-normalises q and k in f32 (warp 0 sums q², warp 1
+// k², in lane order), computes its head's gates, and runs the token. The
+// split q, k, v, the normalised copies and the gates are never stored, so
+// seven launches become one; and q̂, k̂ keep f32 precision, as transformers'
+// fp32 pre-processing does (model-spec §4.4), where the op-by-op path rounds
+// them to the activation type.
+__global__ void GatedDeltaNetDecodeKernel(ConstTyped conv_out, ConstTyped a,
+                                          ConstTyped b, ConstTyped a_log,
+                                          ConstTyped dt_bias, int64_t key_heads,
+                                          int64_t value_heads, int64_t key_dim,
+                                          int64_t value_dim, float q_scale,
+                                          float* state_pool, Typed out,
+                                          DeviceLayout layout) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  const int64_t m = blockIdx.x * int64_t{kTileColumns} + lane;
+  const bool has_column = m < value_dim;
+  const int64_t j = blockIdx.y;
+  const DeviceSequence seq = layout.sequences[blockIdx.z];
+  const int64_t kh = j / (value_heads / key_heads);
+  const int64_t row = seq.token_offset;
+  const int64_t key_columns = key_heads * key_dim;
+  const int64_t conv_row = row * (2 * key_columns + value_heads * value_dim);
+  float* state =
+      state_pool + (static_cast<int64_t>(seq.state_slot) * value_heads + j) *
+                       key_dim * value_dim;
+  TileRows s;
+  LoadStateTile(state, key_dim, value_dim, m, has_column, s);
+  __shared__ float shared_q[kMaxDeltaKeyDim];
+  __shared__ float shared_k[kMaxDeltaKeyDim];
+  __shared__ float factor[2];  // q's, k's
+  __shared__ TileParts prediction_part;
+  __shared__ TileParts output_part;
+  for (int64_t i = threadIdx.x; i < key_dim; i += blockDim.x) {
+    shared_q[i] = LoadF32(conv_out.data, conv_out.type, conv_row + kh * key_dim + i);
+    shared_k[i] = LoadF32(conv_out.data, conv_out.type,
+                          conv_row + key_columns + kh * key_dim + i);
   }
+  const float decay = expf(GdnLogDecay(
+      LoadF32(a.data, a.type, row * value_heads + j) +
+          LoadF32(dt_bias.data, dt_bias.type, j),
+      LoadF32(a_log.data, a_log.type, j)));
+  const float beta = SigmoidF32(LoadF32(b.data, b.type, row * value_heads + j));
+  const float value =
+      has_column ? LoadF32(conv_out.data, conv_out.type,
+                           conv_row + 2 * key_columns + j * value_dim + m)
+                 : 0.0f;
+  // The raw q and k staged.
+  __syncthreads();
+  if (warp < 2) {
+    const float* x = warp == 0 ? shared_q : shared_k;
+    float sum_sq = 0.0f;
+    for (int64_t i = lane; i < key_dim; i += kWarpSize) sum_sq += x[i] * x[i];
+    sum_sq = WarpSum(sum_sq);
+    if (lane == 0) factor[warp] = L2NormFactor(sum_sq, warp == 0 ? q_scale : 1.0f);
+  }
+  // The factors are in.
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < key_dim; i += blockDim.x) {
+    shared_q[i] *= factor[0];
+    shared_k[i] *= factor[1];
+  }
+  // TiledDeltaToken's barrier (1) orders the normalisation before its reads.
+  const float o = TiledDeltaToken(s, shared_k, shared_q, key_dim, decay, beta,
+                                  value, prediction_part, output_part);
+  if (warp == 0 && has_column) {
+    StoreF32(out.data, out.type, (row * value_heads + j) * value_dim + m, o);
+  }
+  StoreStateTile(state, key_dim, value_dim, m, has_column, s);
 }
 
 // --- The chunked form -----------------------------------------------------------
@@ -499,6 +611,21 @@ void LaunchGatedDeltaRule(ConstTyped q, ConstTyped k, ConstTyped v,
                    grid, threads, stream)(q, k, v, g, beta, key_heads,
                                           value_heads, key_dim, value_dim,
                                           state_pool, out, layout);
+}
+
+void LaunchGatedDeltaNetDecode(ConstTyped conv_out, ConstTyped a, ConstTyped b,
+                               ConstTyped a_log, ConstTyped dt_bias,
+                               int64_t key_heads, int64_t value_heads,
+                               int64_t key_dim, int64_t value_dim, float q_scale,
+                               float* state_pool, Typed out,
+                               const DeviceLayout& layout, cudaStream_t stream) {
+  if (layout.num_sequences <= 0 || value_heads <= 0 || value_dim <= 0) return;
+  const dim3 grid(static_cast<unsigned>((value_dim + kTileColumns - 1) / kTileColumns),
+                  static_cast<unsigned>(value_heads),
+                  static_cast<unsigned>(layout.num_sequences));
+  TRIBUTARY_LAUNCH(GatedDeltaNetDecodeKernel, grid, kTileWarps * kWarpSize, stream)(
+      conv_out, a, b, a_log, dt_bias, key_heads, value_heads, key_dim,
+      value_dim, q_scale, state_pool, out, layout);
 }
 
 void LaunchGatedDeltaRuleChunked(ConstTyped q, ConstTyped k, ConstTyped v,

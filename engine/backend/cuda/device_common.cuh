@@ -135,6 +135,19 @@ __device__ __forceinline__ float SigmoidF32(float x) {
   return 1.0f / (1.0f + expf(-x));
 }
 
+// The log decay of a GDN gate (model-spec §4.3): g = −exp(a_log) ·
+// softplus(a + dt_bias), softplus linear above 20 as PyTorch's.
+__device__ __forceinline__ float GdnLogDecay(float a_plus_bias, float a_log) {
+  const float softplus = a_plus_bias > 20.0f ? a_plus_bias : log1pf(expf(a_plus_bias));
+  return -expf(a_log) * softplus;
+}
+
+// The factor of an L2 norm with its scale (model-spec §4.4): scale ·
+// rsqrt(Σx² + 1e-6), the eps on the sum.
+__device__ __forceinline__ float L2NormFactor(float sum_sq, float scale) {
+  return scale / sqrtf(sum_sq + 1e-6f);
+}
+
 // The sum over the 32 lanes, in every lane (a butterfly: the same order in
 // every lane, so every lane holds the same bits).
 __device__ __forceinline__ float WarpSum(float v) {

@@ -250,7 +250,7 @@ __global__ void L2NormRowsKernel(Typed x, int64_t dim, float scale) {
   const int64_t base = blockIdx.x * dim;
   const float sum_sq =
       RowSumOfSquares(ConstTyped{x.data, x.type}, base, dim, scratch);
-  const float factor = scale / sqrtf(sum_sq + 1e-6f);
+  const float factor = L2NormFactor(sum_sq, scale);
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
     StoreF32(x.data, x.type, base + i,
              LoadF32(x.data, x.type, base + i) * factor);
@@ -262,12 +262,10 @@ __global__ void GdnGatesKernel(ConstTyped a, ConstTyped b, int64_t n,
                                ConstTyped dt_bias, Typed g, Typed beta) {
   GRID_STRIDE_LOOP(i, n) {
     const int64_t h = i % num_heads;
-    const float x =
-        LoadF32(a.data, a.type, i) + LoadF32(dt_bias.data, dt_bias.type, h);
-    // softplus, linear above 20 as PyTorch's.
-    const float softplus = x > 20.0f ? x : log1pf(expf(x));
     StoreF32(g.data, g.type, i,
-             -expf(LoadF32(a_log.data, a_log.type, h)) * softplus);
+             GdnLogDecay(LoadF32(a.data, a.type, i) +
+                             LoadF32(dt_bias.data, dt_bias.type, h),
+                         LoadF32(a_log.data, a_log.type, h)));
     StoreF32(beta.data, beta.type, i, SigmoidF32(LoadF32(b.data, b.type, i)));
   }
 }

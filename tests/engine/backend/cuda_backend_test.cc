@@ -807,6 +807,69 @@ TEST_P(CudaKernelFormTest, GatedDeltaRuleOverSeveralChunks) {
   DeltaRuleSteps(2, 4, 128, 64, layout, 2);
 }
 
+// A GDN layer's core from its conv output (split, L2 norms, gates, delta
+// rule) against the CPU's op-by-op composition, the state carried through
+// the steps: (a) steps of decodes only (the fused kernel when the fast
+// kernels are on); (b) a step with prefills (the composition on every
+// backend), then decodes. The composition rounds q̂ and k̂ to bf16 (2⁻⁹
+// relative), which moves the state by up to ~2e-3 of its largest value per
+// token (~4e-3 seen after a prefill of 9 tokens); the fused kernel keeps
+// them in f32 and must stay within 1e-3. Outputs per token: a head's
+// output can be a small difference of large terms (q̂ · k̂ of nearly
+// orthogonal keys).
+TEST_P(CudaKernelFormTest, GatedDeltaNetFromTheConvOutput) {
+  const int64_t hk = 2, hv = 6, dk = 128, dv = 64, slots = 4;
+  const int64_t conv_dim = 2 * hk * dk + hv * dv;
+  // Decays e^g in about [0.05, 1), as a trained model's.
+  Pair a_log = Weight(Shape{hv}, 0.0f, 1.5f);
+  Pair dt_bias = Weight(Shape{hv}, -4.0f, -1.0f);
+  auto run = [&](BatchLayout layout, double state_tol) {
+    Pair state = Input(Shape{slots, hv, dk, dv}, -0.3f, 0.3f, kF32);
+    for (int step = 0; step < 3; ++step) {
+      SCOPED_TRACE(step);
+      SetLayout(layout);
+      const int64_t t = layout.num_tokens();
+      Pair conv_out = Input(Shape{t, conv_dim}, -1, 1);
+      Pair a = Input(Shape{t, hv}, -2, 1);
+      Pair b = Input(Shape{t, hv}, -3, 3);
+      Pair out = Output(Shape{t, hv, dv});
+      Pair q = Output(Shape{t, hk, dk}), k = Output(Shape{t, hk, dk});
+      Pair v = Output(Shape{t, hv, dv});
+      Pair g = Output(Shape{t, hv}, kF32), beta = Output(Shape{t, hv}, kF32);
+      const Backend::GdnScratch cpu_scratch{q.cpu, k.cpu, v.cpu, g.cpu, beta.cpu};
+      const Backend::GdnScratch gpu_scratch{q.gpu, k.gpu, v.gpu, g.gpu, beta.gpu};
+      cpu_->GatedDeltaNet(conv_out.cpu, a.cpu, b.cpu, a_log.cpu, dt_bias.cpu,
+                          cpu_scratch, state.cpu, out.cpu);
+      gpu_->GatedDeltaNet(conv_out.gpu, a.gpu, b.gpu, a_log.gpu, dt_bias.gpu,
+                          gpu_scratch, state.gpu, out.gpu);
+      ExpectClose(out, hv * dv, 2e-2, "GatedDeltaNet out");
+      ExpectClose(state, dk * dv, state_tol, "GatedDeltaNet state");
+      int64_t offset = 0;
+      for (SequenceSlice& s : layout.sequences) {
+        s.first_position += s.num_tokens;
+        s.token_offset = offset++;
+        s.num_tokens = 1;
+      }
+    }
+  };
+  const bool fused = !GetParam().straightforward;
+  BatchLayout decodes = MixedLayout(4, 32);
+  int64_t offset = 0;
+  for (SequenceSlice& s : decodes.sequences) {
+    s.first_position = 2;  // within the blocks drawn for more positions
+    s.token_offset = offset++;
+    s.num_tokens = 1;
+  }
+  {
+    SCOPED_TRACE("decodes only");
+    run(decodes, fused ? 1e-3 : 3e-3);
+  }
+  {
+    SCOPED_TRACE("prefills, then decodes");
+    run(MixedLayout(4, 32), 1e-2);
+  }
+}
+
 TEST_P(CudaKernelFormTest, WriteKvThenPagedAttention) {
   struct Dims {
     int64_t heads, kv_heads, head_dim;
