@@ -183,6 +183,16 @@ class TimingBackend final : public Backend {
                const Tensor& v_pool) override {
     TimeVoid("WriteKv", [&] { inner_->WriteKv(k, v, k_pool, v_pool); });
   }
+  void AttentionInputs(const Tensor& q_and_gate, const Tensor& k,
+                       const Tensor& v, const Tensor& q_norm,
+                       const Tensor& k_norm, float eps, int64_t rotary_dim,
+                       float theta, const Tensor& q, const Tensor& gate,
+                       const Tensor& k_pool, const Tensor& v_pool) override {
+    TimeVoid("AttentionInputs", [&] {
+      inner_->AttentionInputs(q_and_gate, k, v, q_norm, k_norm, eps, rotary_dim,
+                              theta, q, gate, k_pool, v_pool);
+    });
+  }
   void PagedAttention(const Tensor& q, const Tensor& k_pool,
                       const Tensor& v_pool, float scale,
                       const Tensor& out) override {

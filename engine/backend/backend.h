@@ -237,6 +237,35 @@ class Backend {
   // [blocks, block_size, Hkv, head_dim].
   virtual void WriteKv(const Tensor& k, const Tensor& v, const Tensor& k_pool,
                        const Tensor& v_pool) = 0;
+  // A gated attention layer's inputs after its projections (model-spec
+  // §3): q_and_gate [T, H · 2d], per head d query rows then d gate rows,
+  // split into q and gate [T, H, d]; q and k [T, Hkv, d] RMS-normed
+  // (zero-centred, q_norm and k_norm [d]); partial RoPE over rotary_dim
+  // dims on both at each token's position; k and v [T, Hkv, d] written at
+  // those positions into the pools. k may be overwritten. By default the ops
+  // one by one; a backend that fuses them (CUDA: one kernel instead of
+  // seven) keeps the intermediates in f32, so its results may differ from
+  // the default's by their rounding.
+  virtual void AttentionInputs(const Tensor& q_and_gate, const Tensor& k,
+                               const Tensor& v, const Tensor& q_norm,
+                               const Tensor& k_norm, float eps,
+                               int64_t rotary_dim, float theta,
+                               const Tensor& q, const Tensor& gate,
+                               const Tensor& k_pool, const Tensor& v_pool) {
+    const int64_t rows = q.shape[0] * q.shape[1], head_dim = q.shape[2];
+    // CopyColumns splits rows: per-head 2-d views.
+    auto per_head = [rows](Tensor t) {
+      t.shape = Shape{rows, t.num_elements() / rows};
+      return t;
+    };
+    CopyColumns(per_head(q_and_gate), 0, per_head(q));
+    CopyColumns(per_head(q_and_gate), head_dim, per_head(gate));
+    RmsNorm(q, q_norm, eps, q);
+    RmsNorm(k, k_norm, eps, k);
+    Rope(q, rotary_dim, theta);
+    Rope(k, rotary_dim, theta);
+    WriteKv(k, v, k_pool, v_pool);
+  }
   // Causal attention of q [T, H, head_dim] over each sequence's cached keys
   // (GQA: head h reads KV head h / (H / Hkv)); out [T, H, head_dim].
   virtual void PagedAttention(const Tensor& q, const Tensor& k_pool,

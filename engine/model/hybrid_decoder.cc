@@ -608,22 +608,15 @@ void HybridDecoder::RunAttention(const Layer& layer, Step& step) {
   Tensor v = View(step.wide_c, Shape{t, c.kv_proj_rows()});
   backend_->MatMuls(step.normed,
                     {{&w.q_proj, &q_and_gate}, {&w.k_proj, &k}, {&w.v_proj, &v}});
-  // Per head: d query rows, then d gate rows (model-spec §3.1).
-  Tensor per_head = View(q_and_gate, Shape{t * heads, 2 * d});
-  Tensor q = View(step.small_a, Shape{t * heads, d});
-  Tensor gate = View(step.small_b, Shape{t * heads, d});
-  backend_->CopyColumns(per_head, 0, q);
-  backend_->CopyColumns(per_head, d, gate);
-  backend_->RmsNorm(q, w.q_norm, eps, q);
-  backend_->RmsNorm(k, w.k_norm, eps, k);
-  backend_->Rope(View(q, Shape{t, heads, d}), c.rotary_dim(),
-                 static_cast<float>(c.rope_theta));
-  backend_->Rope(View(k, Shape{t, kv_heads, d}), c.rotary_dim(),
-                 static_cast<float>(c.rope_theta));
-  backend_->WriteKv(View(k, Shape{t, kv_heads, d}), View(v, Shape{t, kv_heads, d}),
-                    w.k_pool, w.v_pool);
+  // Per head of q_and_gate: d query rows, then d gate rows (model-spec §3.1).
+  Tensor q = View(step.small_a, Shape{t, heads, d});
+  Tensor gate = View(step.small_b, Shape{t, heads, d});
+  backend_->AttentionInputs(q_and_gate, View(k, Shape{t, kv_heads, d}),
+                            View(v, Shape{t, kv_heads, d}), w.q_norm, w.k_norm,
+                            eps, c.rotary_dim(), static_cast<float>(c.rope_theta),
+                            q, gate, w.k_pool, w.v_pool);
   Tensor attended = View(step.small_c, Shape{t, heads, d});
-  backend_->PagedAttention(View(q, Shape{t, heads, d}), w.k_pool, w.v_pool,
+  backend_->PagedAttention(q, w.k_pool, w.v_pool,
                            static_cast<float>(c.attention_scale()), attended);
   backend_->SigmoidGate(attended, gate);
   backend_->MatMul(View(attended, Shape{t, heads * d}), w.o_proj, step.update);

@@ -1,5 +1,6 @@
 // The kernels of the gated attention layers that use the batch layout: RoPE
-// at each token's position, the KV write into paged blocks, and paged
+// at each token's position, the KV write into paged blocks, the two with
+// the split and the q/k norms fused (AttentionInputsKernel), and paged
 // attention in two forms:
 //  - straightforward (issue 7): one warp per query head and token, an online
 //    softmax over the keys one at a time, no score matrix. Every query head
@@ -21,11 +22,24 @@ namespace tributary {
 namespace cuda {
 namespace {
 
-// Head dims up to 32 · kMaxHeadDimPerLane.
 constexpr int kMaxHeadDimPerLane = 16;
+static_assert(kMaxHeadDimPerLane * kWarpSize == kMaxAttentionHeadDim,
+              "a warp holds the largest head's row");
 constexpr int kAttentionWarpsPerBlock = 4;
 
 // One thread per (token, head, rotated pair).
+// The rotation of pair i (dims i and i + rotary_dim / 2) at `position`. As
+// transformers: inv_freq in f32, angle = f32(position) · inv_freq.
+__device__ __forceinline__ void RopeCosSin(int32_t position, int64_t i,
+                                           int64_t rotary_dim, float theta,
+                                           float* c, float* s) {
+  const float inv_freq =
+      1.0f / powf(theta, static_cast<float>(2 * i) / static_cast<float>(rotary_dim));
+  const float angle = static_cast<float>(position) * inv_freq;
+  *c = cosf(angle);
+  *s = sinf(angle);
+}
+
 __global__ void RopeKernel(Typed x, int64_t num_tokens, int64_t num_heads,
                            int64_t head_dim, int64_t rotary_dim, float theta,
                            DeviceLayout layout) {
@@ -36,16 +50,94 @@ __global__ void RopeKernel(Typed x, int64_t num_tokens, int64_t num_heads,
     const int64_t i = idx % half;
     const int64_t th = idx / half;  // token · heads + head
     const int64_t t = th / num_heads;
-    // As transformers: inv_freq in f32, angle = f32(position) · inv_freq.
-    const float inv_freq =
-        1.0f / powf(theta, static_cast<float>(2 * i) / static_cast<float>(rotary_dim));
-    const float angle = static_cast<float>(layout.token_position[t]) * inv_freq;
-    const float c = cosf(angle), s = sinf(angle);
+    float c, s;
+    RopeCosSin(layout.token_position[t], i, rotary_dim, theta, &c, &s);
     const int64_t base = th * head_dim;
     const float a = LoadF32(x.data, x.type, base + i);
     const float b = LoadF32(x.data, x.type, base + i + half);
     StoreF32(x.data, x.type, base + i, a * c - b * s);
     StoreF32(x.data, x.type, base + i + half, b * c + a * s);
+  }
+}
+
+// Backend::AttentionInputs in one kernel: a warp per (token, head), the
+// query heads first, then the KV heads. Lane l holds dims l, l + 32, … of
+// the head's row; the sum of squares is a warp sum; the normed row goes
+// through shared memory so that each lane can read the partner of its
+// rotated dims (i and i ± rotary_dim / 2 are in other lanes unless the
+// half is a multiple of 32). Nothing is rounded between the norm and the
+// rotation. A query head also copies its gate rows; a KV head writes its
+// normed, rotated k and its v into the pools at the token's position.
+constexpr int kInputsWarpsPerBlock = 4;
+
+__global__ void AttentionInputsKernel(ConstTyped q_and_gate, ConstTyped k,
+                                      ConstTyped v, ConstTyped q_norm,
+                                      ConstTyped k_norm, float eps,
+                                      int64_t num_heads, int64_t kv_heads,
+                                      int64_t head_dim, int64_t rotary_dim,
+                                      float theta, Typed q, Typed gate,
+                                      Typed k_pool, Typed v_pool,
+                                      int64_t block_size, DeviceLayout layout) {
+  __shared__ float normed[kInputsWarpsPerBlock][kMaxHeadDimPerLane * kWarpSize];
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  const int64_t t = blockIdx.x;
+  const int64_t slot = blockIdx.y * int64_t{kInputsWarpsPerBlock} + warp;
+  if (slot >= num_heads + kv_heads) return;  // whole warps leave together
+  const bool is_query = slot < num_heads;
+  const int64_t head = is_query ? slot : slot - num_heads;
+  // The head's input row and its norm weight.
+  const ConstTyped x = is_query ? q_and_gate : k;
+  const int64_t x_base = is_query ? (t * num_heads + head) * 2 * head_dim
+                                  : (t * kv_heads + head) * head_dim;
+  const ConstTyped w = is_query ? q_norm : k_norm;
+  float values[kMaxHeadDimPerLane];
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int r = 0; r < kMaxHeadDimPerLane; ++r) {
+    const int64_t i = lane + int64_t{r} * kWarpSize;
+    values[r] = i < head_dim ? LoadF32(x.data, x.type, x_base + i) : 0.0f;
+    sum_sq += values[r] * values[r];
+  }
+  const float inv_rms = RmsFactor(WarpSum(sum_sq), head_dim, eps);
+  float* row = normed[warp];
+#pragma unroll
+  for (int r = 0; r < kMaxHeadDimPerLane; ++r) {
+    const int64_t i = lane + int64_t{r} * kWarpSize;
+    if (i < head_dim) {
+      row[i] = values[r] * inv_rms * (1.0f + LoadF32(w.data, w.type, i));
+    }
+  }
+  __syncwarp();
+  const int32_t position = layout.token_position[t];
+  const int64_t half = rotary_dim / 2;
+  int64_t out_base;
+  Typed out;
+  if (is_query) {
+    out = q;
+    out_base = (t * num_heads + head) * head_dim;
+  } else {
+    const DeviceSequence& seq = layout.sequences[layout.token_sequence[t]];
+    out = k_pool;
+    out_base = (CacheRow(layout, seq, position, block_size) * kv_heads + head) *
+               head_dim;
+  }
+  for (int64_t i = lane; i < head_dim; i += kWarpSize) {
+    float value = row[i];
+    if (i < rotary_dim) {
+      float c, s;
+      RopeCosSin(position, i < half ? i : i - half, rotary_dim, theta, &c, &s);
+      value = i < half ? row[i] * c - row[i + half] * s
+                       : row[i] * c + row[i - half] * s;
+    }
+    StoreF32(out.data, out.type, out_base + i, value);
+    if (is_query) {
+      StoreF32(gate.data, gate.type, out_base + i,
+               LoadF32(q_and_gate.data, q_and_gate.type, x_base + head_dim + i));
+    } else {
+      StoreF32(v_pool.data, v_pool.type, out_base + i,
+               LoadF32(v.data, v.type, (t * kv_heads + head) * head_dim + i));
+    }
   }
 }
 
@@ -324,6 +416,22 @@ void LaunchRope(Typed x, int64_t num_tokens, int64_t num_heads,
   if (n <= 0) return;
   TRIBUTARY_LAUNCH(RopeKernel, ElementBlocks(n), kElementThreads, stream)(
       x, num_tokens, num_heads, head_dim, rotary_dim, theta, layout);
+}
+
+void LaunchAttentionInputs(ConstTyped q_and_gate, ConstTyped k, ConstTyped v,
+                           ConstTyped q_norm, ConstTyped k_norm, float eps,
+                           int64_t num_tokens, int64_t num_heads,
+                           int64_t kv_heads, int64_t head_dim,
+                           int64_t rotary_dim, float theta, Typed q, Typed gate,
+                           Typed k_pool, Typed v_pool, int64_t block_size,
+                           const DeviceLayout& layout, cudaStream_t stream) {
+  if (num_tokens <= 0 || num_heads + kv_heads <= 0) return;
+  const dim3 grid(static_cast<unsigned>(num_tokens),
+                  static_cast<unsigned>((num_heads + kv_heads + kInputsWarpsPerBlock - 1) /
+                                        kInputsWarpsPerBlock));
+  TRIBUTARY_LAUNCH(AttentionInputsKernel, grid, kInputsWarpsPerBlock * kWarpSize, stream)(
+      q_and_gate, k, v, q_norm, k_norm, eps, num_heads, kv_heads, head_dim,
+      rotary_dim, theta, q, gate, k_pool, v_pool, block_size, layout);
 }
 
 void LaunchWriteKv(ConstTyped k, ConstTyped v, int64_t num_tokens,

@@ -1009,6 +1009,40 @@ void CudaBackend::WriteKv(const Tensor& k, const Tensor& v,
   CheckLaunch("WriteKv");
 }
 
+void CudaBackend::AttentionInputs(const Tensor& q_and_gate, const Tensor& k,
+                                  const Tensor& v, const Tensor& q_norm,
+                                  const Tensor& k_norm, float eps,
+                                  int64_t rotary_dim, float theta,
+                                  const Tensor& q, const Tensor& gate,
+                                  const Tensor& k_pool, const Tensor& v_pool) {
+  if (!sticky_.ok()) return;
+  if (options_.straightforward_kernels) {
+    Backend::AttentionInputs(q_and_gate, k, v, q_norm, k_norm, eps, rotary_dim,
+                             theta, q, gate, k_pool, v_pool);
+    return;
+  }
+  const int64_t tokens = layout_->view.num_tokens;
+  const int64_t heads = q.shape[1], kv_heads = k.shape[1], d = q.shape[2];
+  if (!Require(q.shape.rank == 3 && q.shape[0] == tokens && gate.shape == q.shape &&
+                   k.shape.rank == 3 && k.shape[0] == tokens && k.shape[2] == d &&
+                   v.shape == k.shape &&
+                   q_and_gate.num_elements() == 2 * q.num_elements() &&
+                   q_norm.num_elements() == d && k_norm.num_elements() == d &&
+                   d <= cuda::kMaxAttentionHeadDim && rotary_dim % 2 == 0 &&
+                   rotary_dim >= 0 && rotary_dim <= d && k_pool.shape.rank == 4 &&
+                   k_pool.shape == v_pool.shape && k_pool.shape[2] == kv_heads &&
+                   k_pool.shape[3] == d,
+               "AttentionInputs: shapes (head_dim ≤ 512)")) {
+    return;
+  }
+  cuda::LaunchAttentionInputs(In(q_and_gate), In(k), In(v), In(q_norm),
+                              In(k_norm), eps, tokens, heads, kv_heads, d,
+                              rotary_dim, theta, Out(q), Out(gate), Out(k_pool),
+                              Out(v_pool), k_pool.shape[1], layout_->view,
+                              stream_);
+  CheckLaunch("AttentionInputs");
+}
+
 void CudaBackend::PagedAttention(const Tensor& q, const Tensor& k_pool,
                                  const Tensor& v_pool, float scale,
                                  const Tensor& out) {
@@ -1017,7 +1051,8 @@ void CudaBackend::PagedAttention(const Tensor& q, const Tensor& k_pool,
   const int64_t kv_heads = k_pool.shape[2];
   if (!Require(q.shape.rank == 3 && q.shape[0] == layout_->view.num_tokens &&
                    k_pool.shape.rank == 4 && k_pool.shape[3] == head_dim &&
-                   kv_heads > 0 && heads % kv_heads == 0 && head_dim <= 512 &&
+                   kv_heads > 0 && heads % kv_heads == 0 &&
+                   head_dim <= cuda::kMaxAttentionHeadDim &&
                    out.num_elements() == q.num_elements(),
                "PagedAttention: shapes (head_dim ≤ 512)")) {
     return;

@@ -4,8 +4,8 @@
 // (the few-token kernel, grouped per layer by MatMuls); every other op is a
 // kernel (cuda_kernels.h) checked against the CPU backend by the `gpu`
 // tests. The fast kernels (split and flash attention, the tiled recurrent
-// and the chunked delta rule, the fused GDN decode core, the few-token
-// products, the fused add + norm) run by default; the straightforward ones of issue 7 (and cuBLAS for every
+// and the chunked delta rule, the fused GDN decode core and attention
+// inputs, the few-token products, the fused add + norm) run by default; the straightforward ones of issue 7 (and cuBLAS for every
 // product) stay behind straightforward_kernels, the baseline the fast ones
 // are measured against.
 //
@@ -187,6 +187,13 @@ class CudaBackend final : public Backend {
                      const Tensor& out) override;
   void WriteKv(const Tensor& k, const Tensor& v, const Tensor& k_pool,
                const Tensor& v_pool) override;
+  // Fast kernels: one fused kernel; straightforward: the default
+  // composition.
+  void AttentionInputs(const Tensor& q_and_gate, const Tensor& k,
+                       const Tensor& v, const Tensor& q_norm,
+                       const Tensor& k_norm, float eps, int64_t rotary_dim,
+                       float theta, const Tensor& q, const Tensor& gate,
+                       const Tensor& k_pool, const Tensor& v_pool) override;
   void PagedAttention(const Tensor& q, const Tensor& k_pool,
                       const Tensor& v_pool, float scale,
                       const Tensor& out) override;

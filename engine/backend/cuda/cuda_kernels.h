@@ -130,13 +130,30 @@ void LaunchRope(Typed x, int64_t num_tokens, int64_t num_heads,
 
 // k, v [T, kv_heads, head_dim] into the pools [blocks, block_size, kv_heads,
 // head_dim] at each token's position.
+// The largest head dim of the attention kernels (16 values per lane).
+constexpr int64_t kMaxAttentionHeadDim = 512;
+
+// Backend::AttentionInputs in one kernel (a warp per token and head, head
+// dims ≤ kMaxAttentionHeadDim): q_and_gate [T, H · 2d] split into q and gate [T, H, d],
+// q and k [T, Hkv, d] RMS-normed and rotated (partial RoPE at each token's
+// position), k and v [T, Hkv, d] written into the pools [blocks,
+// block_size, Hkv, d].
+void LaunchAttentionInputs(ConstTyped q_and_gate, ConstTyped k, ConstTyped v,
+                           ConstTyped q_norm, ConstTyped k_norm, float eps,
+                           int64_t num_tokens, int64_t num_heads,
+                           int64_t kv_heads, int64_t head_dim,
+                           int64_t rotary_dim, float theta, Typed q, Typed gate,
+                           Typed k_pool, Typed v_pool, int64_t block_size,
+                           const DeviceLayout& layout, cudaStream_t stream);
+
 void LaunchWriteKv(ConstTyped k, ConstTyped v, int64_t num_tokens,
                    int64_t kv_heads, int64_t head_dim, Typed k_pool,
                    Typed v_pool, int64_t block_size,
                    const DeviceLayout& layout, cudaStream_t stream);
 
 // Causal attention of q [T, heads, head_dim] over each token's sequence's
-// cached keys 0 … position; out [T, heads, head_dim]. head_dim ≤ 512.
+// cached keys 0 … position; out [T, heads, head_dim]. head_dim ≤
+// kMaxAttentionHeadDim.
 void LaunchPagedAttention(ConstTyped q, int64_t num_tokens, int64_t num_heads,
                           int64_t kv_heads, int64_t head_dim, ConstTyped k_pool,
                           ConstTyped v_pool, int64_t block_size, float scale,

@@ -148,6 +148,12 @@ __device__ __forceinline__ float L2NormFactor(float sum_sq, float scale) {
   return scale / sqrtf(sum_sq + 1e-6f);
 }
 
+// The factor of a zero-centred RMSNorm over `dim` values: rsqrt(mean(x²) +
+// eps).
+__device__ __forceinline__ float RmsFactor(float sum_sq, int64_t dim, float eps) {
+  return rsqrtf(sum_sq / static_cast<float>(dim) + eps);
+}
+
 // The sum over the 32 lanes, in every lane (a butterfly: the same order in
 // every lane, so every lane holds the same bits).
 __device__ __forceinline__ float WarpSum(float v) {

@@ -62,7 +62,7 @@ __global__ void RmsNormKernel(ConstTyped x, int64_t dim, ConstTyped w,
   __shared__ float scratch[kRowThreads / kWarpSize];
   const int64_t base = blockIdx.x * dim;
   const float sum_sq = RowSumOfSquares(x, base, dim, scratch);
-  const float inv_rms = rsqrtf(sum_sq / static_cast<float>(dim) + eps);
+  const float inv_rms = RmsFactor(sum_sq, dim, eps);
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
     const float v = LoadF32(x.data, x.type, base + i);
     StoreF32(out.data, out.type, base + i,
@@ -75,7 +75,7 @@ __global__ void GatedRmsNormKernel(ConstTyped o, ConstTyped z, int64_t dim,
   __shared__ float scratch[kRowThreads / kWarpSize];
   const int64_t base = blockIdx.x * dim;
   const float sum_sq = RowSumOfSquares(o, base, dim, scratch);
-  const float inv_rms = rsqrtf(sum_sq / static_cast<float>(dim) + eps);
+  const float inv_rms = RmsFactor(sum_sq, dim, eps);
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
     const float v = LoadF32(o.data, o.type, base + i);
     const float gate = SiluF32(LoadF32(z.data, z.type, base + i));
@@ -179,7 +179,7 @@ __global__ void ResidualAddRmsNormKernel(Typed x, ConstTyped u, int64_t hidden,
                                          float* stats, ConstTyped w, float eps,
                                          Typed normed) {
   const float sum_sq = ResidualAddRow(x, u, hidden, stats, /*want_sum_sq=*/true);
-  const float inv_rms = rsqrtf(sum_sq / static_cast<float>(hidden) + eps);
+  const float inv_rms = RmsFactor(sum_sq, hidden, eps);
   // Each thread rereads the elements it wrote.
   const int64_t base = blockIdx.x * hidden;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {

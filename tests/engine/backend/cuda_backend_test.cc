@@ -870,6 +870,43 @@ TEST_P(CudaKernelFormTest, GatedDeltaNetFromTheConvOutput) {
   }
 }
 
+// A gated attention layer's inputs (split, q/k norms, partial RoPE, the KV
+// write) against the CPU's op-by-op composition, for a mixed step (a
+// prefill, a decode, a later chunk): head dims 64 (rotary 16, the pairs in
+// other lanes), 256 (rotary 64, the 27B's, 6 query heads per KV head) and
+// 80 (not a multiple of the warp). Pool rows not written stay as they were.
+TEST_P(CudaKernelFormTest, AttentionInputsEqualTheOps) {
+  struct Dims {
+    int64_t heads, kv_heads, head_dim, rotary_dim;
+  };
+  for (const Dims& d : {Dims{4, 2, 64, 16}, Dims{6, 1, 256, 64}, Dims{2, 2, 80, 20}}) {
+    SCOPED_TRACE(d.head_dim);
+    const int64_t block_size = 4, blocks = 32;
+    const BatchLayout layout = MixedLayout(block_size, blocks);
+    SetLayout(layout);
+    const int64_t t = layout.num_tokens();
+    const Shape kv_shape{t, d.kv_heads, d.head_dim};
+    const Shape pool_shape{blocks, block_size, d.kv_heads, d.head_dim};
+    Pair q_and_gate = Input(Shape{t, d.heads * 2 * d.head_dim}, -2, 2);
+    Pair k = Input(kv_shape, -2, 2), v = Input(kv_shape, -2, 2);
+    Pair q_norm = Weight(Shape{d.head_dim}, -0.5f, 0.5f);
+    Pair k_norm = Weight(Shape{d.head_dim}, -0.5f, 0.5f);
+    Pair k_pool = Input(pool_shape, -1, 1), v_pool = Input(pool_shape, -1, 1);
+    Pair q = Output(Shape{t, d.heads, d.head_dim});
+    Pair gate = Output(Shape{t, d.heads, d.head_dim});
+    cpu_->AttentionInputs(q_and_gate.cpu, k.cpu, v.cpu, q_norm.cpu, k_norm.cpu,
+                          1e-6f, d.rotary_dim, 10000.0f, q.cpu, gate.cpu,
+                          k_pool.cpu, v_pool.cpu);
+    gpu_->AttentionInputs(q_and_gate.gpu, k.gpu, v.gpu, q_norm.gpu, k_norm.gpu,
+                          1e-6f, d.rotary_dim, 10000.0f, q.gpu, gate.gpu,
+                          k_pool.gpu, v_pool.gpu);
+    ExpectClose(q, d.head_dim, 1e-2, "q");
+    ExpectClose(gate, d.head_dim, 1e-2, "gate");
+    ExpectClose(k_pool, d.head_dim, 1e-2, "k_pool");
+    ExpectClose(v_pool, d.head_dim, 1e-2, "v_pool");
+  }
+}
+
 TEST_P(CudaKernelFormTest, WriteKvThenPagedAttention) {
   struct Dims {
     int64_t heads, kv_heads, head_dim;

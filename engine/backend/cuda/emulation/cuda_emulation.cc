@@ -234,6 +234,17 @@ void SyncThreads() {
   Wait(running->block);
 }
 
+void SyncWarp(unsigned mask) {
+  if (running == nullptr) Fail("__syncwarp outside a kernel");
+  BlockRun& b = *running;
+  const Fiber& f = b.fibers[b.current];
+  if (mask != 0xffffffffu) Fail("a __syncwarp mask other than the full warp");
+  if (b.warps[f.warp].live != kWarp) {
+    Fail("a full-warp __syncwarp in a warp with exited or missing lanes");
+  }
+  Wait(b.warps[f.warp]);
+}
+
 uint64_t ShuffleXor(unsigned mask, uint64_t bits, int lane_mask) {
   if (running == nullptr) Fail("shuffle outside a kernel");
   BlockRun& b = *running;

@@ -3,13 +3,13 @@
 // TRIBUTARY_CUDA_EMULATION) run and are tested on machines without a GPU.
 //
 // Device side: each block runs on one host thread, its CUDA threads as
-// fibers (ucontext) switched at __syncthreads() and at warp shuffles, so a
-// kernel's barriers, shared memory and shuffles behave as on the device. It
-// checks what the hardware would leave undefined and stops with a message:
-// a barrier some live thread never reaches (divergent __syncthreads, which
-// hangs a GPU), a shuffle with a mask other than the full warp or with an
-// exited lane. It cannot show races the GPU's memory model allows (threads
-// run one at a time) nor timing.
+// fibers (ucontext) switched at __syncthreads(), __syncwarp() and at warp
+// shuffles, so a kernel's barriers, shared memory and shuffles behave as on
+// the device. It checks what the hardware would leave undefined and stops
+// with a message: a barrier some live thread never reaches (divergent
+// __syncthreads, which hangs a GPU), a shuffle or __syncwarp with a mask
+// other than the full warp or with an exited lane. It cannot show races
+// the GPU's memory model allows (threads run one at a time) nor timing.
 //
 // Host side: device memory is host memory; cudaMalloc, cudaMemcpy(Async),
 // cudaMemset(Async), streams (everything runs at once, in order), errors,
@@ -55,6 +55,8 @@ extern thread_local dim3 block_dim;
 extern thread_local dim3 grid_dim;
 
 void SyncThreads();
+// __syncwarp(mask): a barrier of the warp's lanes (the full warp only).
+void SyncWarp(unsigned mask);
 // Exchanges 8 bytes with lane (this lane ^ lane_mask) of the warp.
 uint64_t ShuffleXor(unsigned mask, uint64_t bits, int lane_mask);
 // A full-warp exchange: every lane publishes `bytes` (at most
@@ -89,6 +91,9 @@ struct Launcher {
 #define gridDim (::tributary::cuda_emulation::grid_dim)
 
 inline void __syncthreads() { ::tributary::cuda_emulation::SyncThreads(); }
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  ::tributary::cuda_emulation::SyncWarp(mask);
+}
 
 template <typename T>
 inline T __shfl_xor_sync(unsigned mask, T value, int lane_mask) {
