@@ -11,6 +11,12 @@
 // Ranking is by logit, ties to the lower id, so every step is deterministic
 // (and so is the draw for a given uniform number).
 //
+// The canonical rule (the backends' ChooseTokens, backend.h, follows it
+// too, so a token drawn on a device is the token drawn here): the list is
+// in id order after every call; top-p totals the current candidates in id
+// order and accumulates in rank order; the draw totals and walks the
+// survivors in id order. Sums are in double.
+//
 // Not thread-safe; reuse one per engine thread (the buffers are kept).
 #ifndef TRIBUTARY_ENGINE_SAMPLING_CANDIDATE_LIST_H_
 #define TRIBUTARY_ENGINE_SAMPLING_CANDIDATE_LIST_H_
@@ -37,16 +43,17 @@ class CandidateList {
   // Keeps exactly the k highest-ranked (ties to the lower id, where HF and
   // vLLM keep every token tied with the k-th: with real logits ties are
   // rare, and "exactly k" is the contract the engine can rely on). k <= 0 or
-  // k >= size() keeps all. O(size): a bounded heap for small k,
-  // nth_element otherwise.
+  // k >= size() keeps all. O(size): the k-th ranked found with a bounded
+  // heap for small k, nth_element otherwise, then one filtering pass that
+  // keeps the order.
   void KeepTopK(int32_t k);
 
   // Keeps the smallest set of highest-ranked candidates whose probability
   // (renormalized over the current candidates) reaches p; at least one. p >= 1
   // keeps all. Sorts only as far as needed: the ranking is extended in
   // growing chunks (nth_element + sort of the chunk) until the cumulative
-  // probability reaches p, so a peaked distribution costs O(size).
-  // Afterwards the candidates are in rank order.
+  // probability reaches p, so a peaked distribution costs O(size); the kept
+  // ones are then put back in id order (O(kept · log kept)).
   void KeepTopP(double p);
 
   // Keeps candidates whose probability is at least min_p times the most
@@ -56,8 +63,8 @@ class CandidateList {
   void KeepMinP(double min_p);
 
   // The candidate at `u` in [0, 1) of the cumulative distribution, walked in
-  // the list's current order (inverse-CDF sampling: one uniform per token).
-  // Requires size() > 0. O(size).
+  // id order (inverse-CDF sampling: one uniform per token). Requires
+  // size() > 0. O(size).
   int32_t Sample(double u);
 
   // The surviving tokens and their renormalized probabilities, in list order

@@ -14,10 +14,11 @@
 // sequences, so a seeded request gives the same tokens whatever batch it is
 // in, in whatever order the engine samples its sequences, and after
 // preemption by recompute. See EffectiveSeed for unseeded requests. The
-// draw is mapped to a token by walking the surviving candidates in the order
-// the truncation steps leave them, so the token for a given (seed, i) is
-// fixed for a given build; a change of selection algorithm may change it
-// (the distribution stays the same).
+// draw is mapped to a token by walking the surviving candidates in id order
+// (candidate_list.h, the canonical rule), so the token for a given (seed, i)
+// depends only on the logits and the settings: a backend that samples on
+// the device (Backend::ChooseTokens) follows the same rule and gives the
+// same token, up to the rounding of sums taken in another order.
 //
 // Logprobs are of the raw distribution (logprobs.h), unaffected by penalties,
 // temperature and truncation.

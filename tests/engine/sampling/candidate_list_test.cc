@@ -14,7 +14,6 @@ namespace tributary {
 namespace {
 
 using ::testing::ElementsAre;
-using ::testing::UnorderedElementsAre;
 
 std::vector<int32_t> Ids(const CandidateList& list) {
   std::vector<int32_t> ids;
@@ -33,7 +32,7 @@ TEST(CandidateListTest, TopKKeepsExactlyK) {
   CandidateList list;
   list.Reset(logits, 1.0f);
   list.KeepTopK(3);
-  EXPECT_THAT(Ids(list), UnorderedElementsAre(1, 3, 2));
+  EXPECT_THAT(Ids(list), ElementsAre(1, 2, 3));  // in id order
   // A tie at the boundary goes to the lower id: still exactly k.
   list.Reset(logits, 1.0f);
   list.KeepTopK(1);
@@ -50,14 +49,14 @@ TEST(CandidateListTest, TopPKeepsTheSmallestSetReachingP) {
   const std::vector<float> logits = LogsOf({0.05, 0.5, 0.15, 0.3});
   struct Case {
     double p;
-    std::vector<int32_t> kept;  // in rank order
+    std::vector<int32_t> kept;  // in id order
   };
   for (const Case& c : std::vector<Case>{{0.3, {1}},
                                          {0.5, {1}},
                                          {0.6, {1, 3}},
                                          {0.8, {1, 3}},  // reached exactly
-                                         {0.81, {1, 3, 2}},
-                                         {0.96, {1, 3, 2, 0}},
+                                         {0.81, {1, 2, 3}},
+                                         {0.96, {0, 1, 2, 3}},
                                          {1.0, {0, 1, 2, 3}}}) {
     SCOPED_TRACE(c.p);
     CandidateList list;
@@ -120,6 +119,31 @@ TEST(CandidateListTest, SampleWalksTheCumulativeDistribution) {
   EXPECT_EQ(list.Sample(0.79), 1);
   EXPECT_EQ(list.Sample(0.81), 2);
   EXPECT_EQ(list.Sample(std::nextafter(1.0, 0.0)), 2);
+}
+
+// The canonical order (the device sampler's too): after every step the
+// survivors are in id order, and the draw walks them so: with 0.1 / 0.2 /
+// 0.3 / 0.4 on ids 0..3 and top-k 3 (ids 1, 2, 3 renormalized to 2/9, 3/9,
+// 4/9), u just below 2/9 is id 1 and just above is id 2 — not id 3, the
+// most likely, which a walk in rank order would give first.
+TEST(CandidateListTest, TheDrawWalksTheSurvivorsInIdOrder) {
+  std::vector<float> logits = LogsOf({0.1, 0.2, 0.3, 0.4});
+  std::vector<float> padded = logits;  // 256 ids: top-3 takes the heap path
+  padded.resize(256, -100.0f);
+  CandidateList list;
+  for (const std::vector<float>* row : {&logits, &padded}) {
+    list.Reset(*row, 1.0f);
+    list.KeepTopK(3);
+    EXPECT_THAT(Ids(list), ElementsAre(1, 2, 3));
+    EXPECT_EQ(list.Sample(2.0 / 9 - 1e-6), 1);
+    EXPECT_EQ(list.Sample(2.0 / 9 + 1e-6), 2);
+    EXPECT_EQ(list.Sample(5.0 / 9 + 1e-6), 3);
+  }
+  list.Reset(logits, 1.0f);
+  list.KeepTopP(0.65);  // ids 3, 2 in rank order; kept in id order
+  EXPECT_THAT(Ids(list), ElementsAre(2, 3));
+  EXPECT_EQ(list.Sample(0.3 / 0.7 - 1e-6), 2);
+  EXPECT_EQ(list.Sample(0.3 / 0.7 + 1e-6), 3);
 }
 
 TEST(CandidateListTest, ProbabilitiesAreRenormalized) {
