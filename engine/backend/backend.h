@@ -32,6 +32,7 @@
 #include "absl/types/span.h"
 #include "engine/backend/batch_layout.h"
 #include "engine/backend/tensor.h"
+#include "engine/backend/token_choice.h"
 
 namespace tributary {
 
@@ -163,6 +164,12 @@ class Backend {
   // largest value (greedy decoding's choice, as the host sampler makes it),
   // or -1 when the row holds a NaN or an infinity.
   virtual void ArgMaxRows(const Tensor& x, const Tensor& ids) = 0;
+  // ids [R] (i32) = for each row of x [R, V] (f32), the token of its
+  // TokenChoice (choices [R, kTokenChoiceWords] i32, the structs' bytes), or
+  // -1 when the row holds a NaN or an infinity: sampling on the device, so
+  // that only the ids come back.
+  virtual void ChooseTokens(const Tensor& x, const Tensor& choices,
+                            const Tensor& ids) = 0;
 
   // --- Interventions on the residual stream (per-request steering) ----------
   // x [T, d] rows [row_begin, row_end) += scale · v (v [d], f32).

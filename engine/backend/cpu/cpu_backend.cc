@@ -223,6 +223,17 @@ void CpuBackend::ArgMaxRows(const Tensor& x, const Tensor& ids) {
   }
 }
 
+// The naive twin is the implementation: the CPU's logits are host memory,
+// and the engine samples them with the host sampler unless told otherwise.
+void CpuBackend::ChooseTokens(const Tensor& x, const Tensor& choices,
+                              const Tensor& ids) {
+  const int64_t width = x.cols();
+  const TokenChoice* choice = static_cast<const TokenChoice*>(choices.data);
+  for (int64_t r = 0; r < x.rows(); ++r) {
+    ids.as<int32_t>()[r] = ref::ChooseToken(F32(x) + r * width, width, choice[r]);
+  }
+}
+
 void CpuBackend::Rope(const Tensor& x, int64_t rotary_dim, float theta) {
   ref::PartialRopeNeox(F32(x), x.shape[0], x.shape[1], x.shape[2], rotary_dim,
                        positions_.data(), theta);

@@ -166,6 +166,72 @@ int32_t ArgMaxRow(const float* x, int64_t n) {
   return best;
 }
 
+int32_t ChooseToken(const float* x, int64_t n, const TokenChoice& choice) {
+  const int32_t argmax = ArgMaxRow(x, n);
+  if (argmax < 0 || choice.temperature < TokenChoice::kGreedyTemperature) {
+    return argmax;
+  }
+  const float max_logit = x[argmax];
+  const double inverse_temperature = 1.0 / static_cast<double>(choice.temperature);
+  auto weight = [&](int32_t id) {
+    return static_cast<double>(std::exp(static_cast<float>(
+        (static_cast<double>(x[id]) - max_logit) * inverse_temperature)));
+  };
+  // Every id in rank order: larger logit first, then lower id.
+  std::vector<int32_t> ranked(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ranked[i] = static_cast<int32_t>(i);
+  std::sort(ranked.begin(), ranked.end(), [&](int32_t a, int32_t b) {
+    return x[a] != x[b] ? x[a] > x[b] : a < b;
+  });
+  size_t kept = ranked.size();  // the survivors are ranked[0, kept)
+  if (choice.top_k > 0 && static_cast<size_t>(choice.top_k) < kept) {
+    kept = static_cast<size_t>(choice.top_k);
+  }
+  auto in_id_order = [&] {
+    std::vector<int32_t> ids(ranked.begin(), ranked.begin() + kept);
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  };
+  if (choice.top_p < 1.0f && kept > 1) {
+    double total = 0.0;
+    for (int32_t id : in_id_order()) total += weight(id);
+    const double target = choice.top_p * total * (1.0 - 1e-9);
+    double cumulative = 0.0;
+    for (size_t r = 0; r < kept; ++r) {
+      cumulative += weight(ranked[r]);
+      if (cumulative >= target) {
+        kept = r + 1;
+        break;
+      }
+    }
+  }
+  if (choice.min_p > 0.0f && kept > 1) {
+    const double log_min_p = std::log(static_cast<double>(choice.min_p));
+    size_t r = 1;  // the max always stays
+    while (r < kept && (static_cast<double>(x[ranked[r]]) - max_logit) *
+                               inverse_temperature >=
+                           log_min_p) {
+      ++r;
+    }
+    kept = r;
+  }
+  const std::vector<int32_t> survivors = in_id_order();
+  double total = 0.0;
+  for (int32_t id : survivors) total += weight(id);
+  const double target = choice.uniform * total;
+  double cumulative = 0.0;
+  for (int32_t id : survivors) {
+    cumulative += weight(id);
+    if (target < cumulative) return id;
+  }
+  // Rounding left the target at or past the total: the last survivor with
+  // any weight (the max has weight 1).
+  for (size_t i = survivors.size(); i-- > 0;) {
+    if (weight(survivors[i]) > 0.0) return survivors[i];
+  }
+  return argmax;
+}
+
 void L2NormRows(float* x, int64_t num_rows, int64_t dim, float scale) {
   for (int64_t r = 0; r < num_rows; ++r) {
     float* xr = x + r * dim;

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "engine/backend/element_type.h"
+#include "engine/backend/token_choice.h"
 
 namespace tributary {
 namespace reference {
@@ -78,6 +79,11 @@ void SigmoidGate(float* o, const float* gate, int64_t n);
 // The lowest index of the largest of x[0 … n), or -1 when x holds a NaN or
 // an infinity (greedy decoding; the host sampler's Argmax and tie rule).
 int32_t ArgMaxRow(const float* x, int64_t n);
+
+// The token of `choice` (backend.h, TokenChoice) for the logits x[0 … n),
+// or -1 when x holds a NaN or an infinity. The naive form of the rule: the
+// whole row ranked by a full sort, O(n log n).
+int32_t ChooseToken(const float* x, int64_t n, const TokenChoice& choice);
 
 // q ← q · rsqrt(Σq² + 1e-6) · scale over each row of `dim` (§4.4; the eps is
 // on the sum, not the mean). x: [num_rows, dim], in place.

@@ -845,6 +845,23 @@ void CudaBackend::ArgMaxRows(const Tensor& x, const Tensor& ids) {
   CheckLaunch("ArgMaxRows");
 }
 
+void CudaBackend::ChooseTokens(const Tensor& x, const Tensor& choices,
+                               const Tensor& ids) {
+  if (!sticky_.ok()) return;
+  if (!Require(x.type == ElementType::kF32 && ids.type == ElementType::kI32 &&
+                   ids.num_elements() == x.rows() &&
+                   choices.type == ElementType::kI32 &&
+                   choices.num_elements() == x.rows() * kTokenChoiceWords &&
+                   x.cols() <= cuda::kMaxChooseVocab,
+               "ChooseTokens: x f32 [R, V ≤ 524288], choices i32 [R, 6], ids i32 [R]")) {
+    return;
+  }
+  cuda::LaunchChooseTokens(x.as<float>(), x.rows(), x.cols(),
+                           static_cast<const TokenChoice*>(choices.data),
+                           ids.as<int32_t>(), stream_);
+  CheckLaunch("ChooseTokens");
+}
+
 void CudaBackend::AddScaledVector(const Tensor& x, int64_t row_begin,
                                   int64_t row_end, const Tensor& v,
                                   float scale) {

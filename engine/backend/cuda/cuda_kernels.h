@@ -13,6 +13,7 @@
 
 #include "engine/backend/cuda/device_layout.h"
 #include "engine/backend/element_type.h"
+#include "engine/backend/token_choice.h"
 
 namespace tributary {
 namespace cuda {
@@ -74,6 +75,15 @@ void LaunchSigmoidGate(Typed o, ConstTyped gate, int64_t n,
 // Each row of dim: x ← x · scale / sqrt(Σx² + 1e-6).
 void LaunchL2NormRows(Typed x, int64_t num_rows, int64_t dim, float scale,
                       cudaStream_t stream);
+
+// Backend::ChooseTokens: per row of logits [num_rows, vocab] (f32), the
+// token of choices[row] (token_choice.h) into ids, -1 for a row with a NaN
+// or an infinity. vocab ≤ kMaxChooseVocab.
+constexpr int64_t kMaxChooseTiles = 1024;
+constexpr int64_t kMaxChooseVocab = kMaxChooseTiles * 512;
+void LaunchChooseTokens(const float* logits, int64_t num_rows, int64_t vocab,
+                        const TokenChoice* choices, int32_t* ids,
+                        cudaStream_t stream);
 
 // g = −exp(a_log) · softplus(a + dt_bias), beta = sigmoid(b) over
 // [num_tokens, num_heads].

@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 #endif
 
+#include <climits>
 #include <cstdint>
 #include <tuple>
 #include <utility>
@@ -155,8 +156,9 @@ __device__ __forceinline__ float RmsFactor(float sum_sq, int64_t dim, float eps)
 }
 
 // The sum over the 32 lanes, in every lane (a butterfly: the same order in
-// every lane, so every lane holds the same bits).
-__device__ __forceinline__ float WarpSum(float v) {
+// every lane, so every lane holds the same bits). float or double.
+template <typename T>
+__device__ __forceinline__ T WarpSum(T v) {
 #pragma unroll
   for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
     v += __shfl_xor_sync(0xffffffffu, v, offset);
@@ -168,17 +170,81 @@ __device__ __forceinline__ float WarpSum(float v) {
 // blockDim.x / 32 floats; blockDim.x must be a multiple of 32. Calls with the
 // same scratch must be separated by a __syncthreads() (BlockSum ends with
 // one, so back-to-back calls are safe).
-__device__ __forceinline__ float BlockSum(float v, float* scratch) {
+template <typename T>
+__device__ __forceinline__ T BlockSum(T v, T* scratch) {
   const int lane = threadIdx.x % kWarpSize;
   const int warp = threadIdx.x / kWarpSize;
   const int num_warps = blockDim.x / kWarpSize;
   v = WarpSum(v);
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  float total = 0.0f;
+  T total = 0;
   for (int w = 0; w < num_warps; ++w) total += scratch[w];
   __syncthreads();
   return total;
+}
+
+// (value, index) of the larger value, the lower index on a tie (the CPU
+// reference keeps the first maximum): the residual statistics' max |x| and
+// greedy decoding's argmax. NaN never wins: comparisons with it are false.
+__device__ __forceinline__ void MaxIndexMerge(float& value, int& index,
+                                              float other_value,
+                                              int other_index) {
+  if (other_value > value || (other_value == value && other_index < index)) {
+    value = other_value;
+    index = other_index;
+  }
+}
+
+// Shared memory of BlockArgMax.
+struct BlockArgMaxScratch {
+  float values[kWarpSize];  // a warp's best (at most 32 warps)
+  int indexes[kWarpSize];
+  int any_nonfinite;
+};
+
+// The largest of row[0 … n) and its lowest index (INT_MAX when n = 0), in
+// every thread of the block, and whether the row holds a NaN or an
+// infinity: each thread's best over its elements (ascending, so its first
+// maximum), then the warps' and the block's, the lower index winning ties.
+// Starts and ends with a barrier.
+__device__ __forceinline__ void BlockArgMax(const float* row, int64_t n,
+                                            BlockArgMaxScratch& scratch,
+                                            float* max_value, int* index,
+                                            bool* nonfinite) {
+  if (threadIdx.x == 0) scratch.any_nonfinite = 0;
+  __syncthreads();
+  float best = -INFINITY;
+  int best_index = INT_MAX;
+  bool bad = false;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = row[i];
+    if (!isfinite(v)) bad = true;
+    MaxIndexMerge(best, best_index, v, static_cast<int>(i));
+  }
+  if (bad) atomicOr(&scratch.any_nonfinite, 1);
+#pragma unroll
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    const float other_value = __shfl_xor_sync(0xffffffffu, best, offset);
+    const int other_index = __shfl_xor_sync(0xffffffffu, best_index, offset);
+    MaxIndexMerge(best, best_index, other_value, other_index);
+  }
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  if (lane == 0) {
+    scratch.values[warp] = best;
+    scratch.indexes[warp] = best_index;
+  }
+  __syncthreads();
+  best = scratch.values[0];
+  best_index = scratch.indexes[0];
+  for (int w = 1; w < static_cast<int>(blockDim.x / kWarpSize); ++w) {
+    MaxIndexMerge(best, best_index, scratch.values[w], scratch.indexes[w]);
+  }
+  *max_value = best;
+  *index = best_index;
+  *nonfinite = scratch.any_nonfinite != 0;
+  __syncthreads();
 }
 
 // Eight bf16 at p (16-byte aligned) as floats.

@@ -84,18 +84,6 @@ __global__ void GatedRmsNormKernel(ConstTyped o, ConstTyped z, int64_t dim,
   }
 }
 
-// (value, index) of the larger value, the lower index on a tie (the CPU
-// reference keeps the first maximum): the residual statistics' max |x| and
-// greedy decoding's argmax. NaN never wins: comparisons with it are false.
-__device__ __forceinline__ void MaxIndexMerge(float& value, int& index,
-                                              float other_value,
-                                              int other_index) {
-  if (other_value > value || (other_value == value && other_index < index)) {
-    value = other_value;
-    index = other_index;
-  }
-}
-
 // Row blockIdx.x of the residual add, by the whole block: x ← x + u
 // (rounded to x's type), the row's statistics into stats (if not null), and
 // the sum of squares of the stored row, returned to every thread when
@@ -189,43 +177,17 @@ __global__ void ResidualAddRmsNormKernel(Typed x, ConstTyped u, int64_t hidden,
   }
 }
 
-// One block per row: each thread's best over its elements (ascending, so
-// its first maximum), then the warps' and the block's, the lower index
-// winning ties; a NaN or infinity anywhere makes the row's id -1.
+// One block per row (BlockArgMax); a NaN or infinity anywhere makes the
+// row's id -1.
 __global__ void ArgMaxRowsKernel(const float* x, int64_t dim, int32_t* ids) {
-  __shared__ float best_values[kRowThreads / kWarpSize];
-  __shared__ int best_indexes[kRowThreads / kWarpSize];
-  __shared__ int any_nonfinite;
-  if (threadIdx.x == 0) any_nonfinite = 0;
-  __syncthreads();
-  const float* row = x + blockIdx.x * dim;
-  float best = -INFINITY;
-  int best_index = INT_MAX;
-  bool nonfinite = false;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-    const float v = row[i];
-    if (!isfinite(v)) nonfinite = true;
-    MaxIndexMerge(best, best_index, v, static_cast<int>(i));
+  __shared__ BlockArgMaxScratch scratch;
+  float best;
+  int best_index;
+  bool nonfinite;
+  BlockArgMax(x + blockIdx.x * dim, dim, scratch, &best, &best_index, &nonfinite);
+  if (threadIdx.x == 0) {
+    ids[blockIdx.x] = nonfinite || best_index == INT_MAX ? -1 : best_index;
   }
-  if (nonfinite) atomicOr(&any_nonfinite, 1);
-#pragma unroll
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-    const float other_value = __shfl_xor_sync(0xffffffffu, best, offset);
-    const int other_index = __shfl_xor_sync(0xffffffffu, best_index, offset);
-    MaxIndexMerge(best, best_index, other_value, other_index);
-  }
-  const int lane = threadIdx.x % kWarpSize;
-  const int warp = threadIdx.x / kWarpSize;
-  if (lane == 0) {
-    best_values[warp] = best;
-    best_indexes[warp] = best_index;
-  }
-  __syncthreads();
-  if (threadIdx.x != 0) return;
-  for (int w = 1; w < static_cast<int>(blockDim.x / kWarpSize); ++w) {
-    MaxIndexMerge(best, best_index, best_values[w], best_indexes[w]);
-  }
-  ids[blockIdx.x] = any_nonfinite != 0 || best_index == INT_MAX ? -1 : best_index;
 }
 
 __global__ void SwiGluKernel(ConstTyped gate, ConstTyped up, int64_t n,

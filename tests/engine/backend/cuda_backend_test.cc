@@ -580,6 +580,78 @@ TEST_F(CudaBackendTest, ArgMaxRows) {
   EXPECT_EQ(want[3], -1);
 }
 
+// Sampling on the device gives the CPU reference's token (the host
+// sampler's, choose_token_test) row by row, in one call of rows with
+// different settings: greedy, temperature alone, top-k (1, small, larger
+// than the vocabulary), top-p (with and without top-k), min-p, and the
+// uniform's extremes; bf16-rounded logits so that ties are common; a NaN
+// and an -inf row give -1. Also at the 27B's vocabulary.
+TEST_F(CudaBackendTest, ChooseTokensFollowTheReference) {
+  struct Settings {
+    float temperature;
+    int32_t top_k;
+    float top_p, min_p;
+  };
+  const Settings settings[] = {
+      {0.0f, 0, 1.0f, 0.0f},   {1.0f, 0, 1.0f, 0.0f},    {0.7f, 50, 1.0f, 0.0f},
+      {1.0f, 0, 0.9f, 0.0f},   {1.3f, 20, 0.5f, 0.0f},   {1.0f, 1, 0.9f, 0.0f},
+      {0.8f, 0, 1.0f, 0.1f},   {1.0f, 40, 0.95f, 0.05f}, {2.0f, 0, 0.05f, 0.0f},
+      {1.0f, 500, 0.99f, 0.0f}, {0.5f, 3, 1.0f, 1.0f},   {1.0f, 100000, 0.8f, 0.0f},
+      // Top-p needing every top-k survivor: the cut is the k-th token.
+      {1.0f, 5, 0.999f, 0.0f}};
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (int64_t vocab : {int64_t{3001}, int64_t{248320}}) {
+    SCOPED_TRACE(vocab);
+    const int64_t rows = vocab > 100000 ? 4 : 50;
+    std::vector<float> values(static_cast<size_t>(rows * vocab));
+    for (float& v : values) v = RoundBf16(normal(rng_));
+    std::vector<TokenChoice> choices(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+      const Settings& s = settings[r % std::size(settings)];
+      const double u = r % 7 == 0 ? 0.0 : r % 7 == 1 ? std::nextafter(1.0, 0.0) : uniform(rng_);
+      choices[r] = TokenChoice{s.temperature, s.top_k, s.top_p, s.min_p, u};
+    }
+    if (rows > 10) {
+      values[10 * vocab + 40] = NAN;
+      values[11 * vocab + 7] = -INFINITY;
+      // Row 49 samples without truncation at u = 0: its id 0 weighs 0 (e^-1000
+      // underflows) and must be walked past.
+      values[49 * vocab + 0] = -1000.0f;
+      choices[49] = TokenChoice{1.0f, 0, 1.0f, 0.0f, 0.0};
+    }
+    const Shape choice_shape{rows, kTokenChoiceWords};
+    std::vector<int32_t> choice_words(static_cast<size_t>(rows * kTokenChoiceWords));
+    std::memcpy(choice_words.data(), choices.data(), choice_words.size() * 4);
+    auto upload_words = [&](Backend& backend) {
+      auto t = backend.Allocate(kI32, choice_shape);
+      EXPECT_TRUE(t.ok() && backend.CopyFromHost(choice_words.data(), *t).ok());
+      return *t;
+    };
+    Tensor x_cpu = Upload(*cpu_, kF32, Shape{rows, vocab}, values);
+    Tensor x_gpu = Upload(*gpu_, kF32, Shape{rows, vocab}, values);
+    auto ids_cpu = cpu_->Allocate(kI32, Shape{rows});
+    auto ids_gpu = gpu_->Allocate(kI32, Shape{rows});
+    ASSERT_TRUE(ids_cpu.ok() && ids_gpu.ok());
+    cpu_->ChooseTokens(x_cpu, upload_words(*cpu_), *ids_cpu);
+    gpu_->ChooseTokens(x_gpu, upload_words(*gpu_), *ids_gpu);
+    std::vector<int32_t> want(rows), got(rows);
+    ASSERT_TRUE(cpu_->CopyToHost(*ids_cpu, want.data()).ok());
+    ASSERT_TRUE(gpu_->CopyToHost(*ids_gpu, got.data()).ok());
+    for (int64_t r = 0; r < rows; ++r) {
+      const TokenChoice& c = choices[r];
+      EXPECT_EQ(got[r], want[r])
+          << "row " << r << ": T " << c.temperature << " k " << c.top_k << " p "
+          << c.top_p << " min_p " << c.min_p << " u " << c.uniform << " (seed "
+          << TestSeed() << ")";
+    }
+    if (rows > 10) {
+      EXPECT_EQ(want[10], -1);
+      EXPECT_EQ(want[11], -1);
+    }
+  }
+}
+
 TEST_F(CudaBackendTest, ZeroAndZeroRows) {
   Pair x = Input(Shape{4, 10}, 1, 2);
   gpu_->ZeroRows(x.gpu, 1, 3);

@@ -111,6 +111,11 @@ inline int atomicOr(int* address, int value) {
 }
 
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+inline unsigned __float_as_uint(float x) {
+  unsigned bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  return bits;
+}
 using std::isfinite;
 
 struct __nv_bfloat16 {

@@ -1,0 +1,39 @@
+// The sampling settings of one logits row for Backend::ChooseTokens
+// (backend.h), shared by the backends and the decoder.
+#ifndef TRIBUTARY_ENGINE_BACKEND_TOKEN_CHOICE_H_
+#define TRIBUTARY_ENGINE_BACKEND_TOKEN_CHOICE_H_
+
+#include <cstdint>
+
+namespace tributary {
+
+// One logits row's sampling settings for Backend::ChooseTokens, uploaded
+// as they are (a [rows, kTokenChoiceWords] i32 tensor of the structs'
+// bytes). The rule is the host sampler's without penalties
+// (engine/sampling/candidate_list.h, its canonical order):
+//  - temperature < kGreedyTemperature: the argmax (the lowest id of the
+//    largest logit), the rest ignored;
+//  - otherwise each token weighs w = expf(f32((f64(logit) − max) ·
+//    (1 / f64(temperature)))), and tokens rank by logit, ties to the lower
+//    id. top_k > 0 keeps the top_k highest-ranked. top_p < 1 then keeps the
+//    smallest rank prefix whose weight (accumulated in rank order) reaches
+//    top_p · (1 − 1e-9) of the kept tokens' total (summed in id order).
+//    min_p > 0 then keeps the tokens with (f64(logit) − max) /
+//    temperature ≥ log(min_p). The token is where uniform · (the survivors'
+//    total) falls, accumulating the survivors in id order. Sums in f64.
+// A device's sums run in another order, so its token may differ from the
+// host's only where a cut falls within f64 rounding (~1e-16) of a boundary.
+struct TokenChoice {
+  static constexpr float kGreedyTemperature = 1e-5f;  // SamplingParams'
+  float temperature = 0.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  double uniform = 0.0;  // in [0, 1)
+};
+constexpr int64_t kTokenChoiceWords = sizeof(TokenChoice) / sizeof(int32_t);
+static_assert(sizeof(TokenChoice) == 24, "uploaded as 6 words");
+
+}  // namespace tributary
+
+#endif  // TRIBUTARY_ENGINE_BACKEND_TOKEN_CHOICE_H_
