@@ -132,6 +132,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   backend_options.cuda_graphs = options.cuda_graphs;
   ASSIGN_OR_RETURN(impl->backend, CreateBackend(backend_options));
   LogInfo("backend: ", impl->backend->name());
+  impl->device_sampling =
+      options.device_sampling == EngineOptions::DeviceSampling::kOn ||
+      (options.device_sampling == EngineOptions::DeviceSampling::kAuto &&
+       options.backend == BackendKind::kCuda);
 
   SchedulerConfig sc = options.scheduler;
   sc.max_sequence_tokens =

@@ -76,6 +76,14 @@ struct EngineOptions {
   int cuda_device = 0;
   // CUDA: run decode steps as CUDA graphs (BackendOptions::cuda_graphs).
   bool cuda_graphs = true;
+  // Where sampled requests without penalties or logprobs draw their tokens:
+  // on the backend (Backend::ChooseTokens: only the ids come back) or with
+  // the host sampler on the copied logits row. Both follow one rule and give
+  // the same tokens (up to sums in another order on a device). kAuto: on
+  // the backend for CUDA, on the host for the CPU (whose logits are host
+  // memory already, and whose ChooseTokens is the naive full sort).
+  enum class DeviceSampling { kAuto, kOn, kOff };
+  DeviceSampling device_sampling = DeviceSampling::kAuto;
   // CpuBackend threads; 0 = hardware concurrency.
   int num_threads = 0;
   // Cores the engine thread may run on (sched_setaffinity); empty = any.

@@ -68,6 +68,9 @@ inline double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
 struct Engine::Impl {
   EngineOptions options;
+  // Sampled requests without penalties or logprobs draw on the backend
+  // (EngineOptions::device_sampling, resolved for the backend).
+  bool device_sampling = false;
   std::optional<ModelDirectory> owned_model;
   const ModelDirectory* model = nullptr;
   std::unique_ptr<Tokenizer> owned_tokenizer;
@@ -134,12 +137,12 @@ struct Engine::Impl {
   void RecordResiduals(const StepPlan& plan,
                        const std::vector<engine_internal::RequestState*>& requests,
                        const ForwardOutput& forward);
-  // The next token of `r` from its logits row, or, for a request that
-  // only needs the argmax (ArgmaxSuffices), from the id the backend found
-  // (-1: the row was not finite).
+  // The next token of `r` from its logits row (the host sampler), or, for a
+  // row whose token the backend chose (ForwardOptions::device_choice), that
+  // id (-1: the row was not finite).
   SequenceOutput Sample(engine_internal::RequestState& r,
                         absl::Span<const float> row);
-  SequenceOutput SampleArgmax(engine_internal::RequestState& r, int32_t id);
+  SequenceOutput TakeDeviceToken(engine_internal::RequestState& r, int32_t id);
   SequenceOutput EmitToken(engine_internal::RequestState& r,
                            absl::StatusOr<SampleResult> sample);
 };

@@ -9,6 +9,7 @@
 #include "engine/base/status_macros.h"
 #include "engine/engine_impl.h"
 #include "engine/sampling/logprobs.h"
+#include "engine/sampling/philox.h"
 
 namespace tributary {
 
@@ -145,7 +146,7 @@ SequenceOutput Engine::Impl::Sample(RequestState& r,
   return EmitToken(r, sampler.Sample(row, r.params, history, r.seed));
 }
 
-SequenceOutput Engine::Impl::SampleArgmax(RequestState& r, int32_t id) {
+SequenceOutput Engine::Impl::TakeDeviceToken(RequestState& r, int32_t id) {
   if (id < 0) {
     return EmitToken(r, absl::InternalError(
                             "the logits row holds a value that is not finite"));
@@ -298,19 +299,34 @@ bool Engine::Impl::Step() {
   ForwardOptions forward_options;
   forward_options.residual_stats = options.residual_stats;
   forward_options.logits_for_all_tokens = false;
-  // Rows whose logits nobody reads in full: greedy sampling without
-  // penalties or logprobs takes the backend's argmax (the same choice as the
-  // host sampler's), and a prefill chunk that samples nothing needs none.
-  forward_options.argmax_only.assign(n, false);
+  // Rows whose logits nobody reads in full get their token chosen on the
+  // backend: greedy sampling without penalties or logprobs (the argmax, the
+  // host sampler's choice), with device sampling also sampling without
+  // penalties or logprobs (the host sampler's rule: token_choice.h), and
+  // prefill chunks that sample nothing. Their logits stay on the device.
+  forward_options.device_choice.assign(n, false);
+  std::vector<TokenChoice> token_choices(n);  // default: the argmax
+  bool draws = false;
   size_t logits_rows = 0;
   for (size_t i = 0; i < n; ++i) {
     const RequestState* r = requests[i];
-    forward_options.argmax_only[i] =
-        r == nullptr || done[i] || !plan.sequences[i].samples_token() ||
-        (r->params.is_greedy() && !r->params.has_penalties() &&
-         !r->params.num_logprobs.has_value());
-    if (!forward_options.argmax_only[i]) ++logits_rows;
+    bool device = r == nullptr || done[i] || !plan.sequences[i].samples_token();
+    if (!device && !r->params.has_penalties() &&
+        !r->params.num_logprobs.has_value()) {
+      if (r->params.is_greedy()) {
+        device = true;
+      } else if (device_sampling) {
+        device = true;
+        draws = true;
+        token_choices[i] = TokenChoice{
+            r->params.temperature, r->params.top_k, r->params.top_p,
+            r->params.min_p, UniformForToken(r->seed, r->output.size())};
+      }
+    }
+    forward_options.device_choice[i] = device;
+    if (!device) ++logits_rows;
   }
+  if (draws) forward_options.token_choices = std::move(token_choices);
   forward_options.interventions =
       interventions.empty() ? nullptr : &interventions;
   const absl::Time forward_start = absl::Now();
@@ -323,7 +339,7 @@ bool Engine::Impl::Step() {
   const absl::Duration forward_time = absl::Now() - forward_start;
   absl::Status forward_status = forward.status();
   if (forward_status.ok() &&
-      (forward->logit_rows.size() != n || forward->argmax_ids.size() != n ||
+      (forward->logit_rows.size() != n || forward->device_ids.size() != n ||
        forward->logits.size() != logits_rows * static_cast<size_t>(vocab_size))) {
     forward_status = absl::InternalError(
         absl::StrCat("the forward returned ", forward->logit_rows.size(),
@@ -360,7 +376,7 @@ bool Engine::Impl::Step() {
 
   size_t next_logits_row = 0;  // the row of forward->logits of sequence i
   for (size_t i = 0; i < n; ++i) {
-    if (done[i]) continue;  // marked argmax_only: no logits row
+    if (done[i]) continue;  // marked device_choice: no logits row
     RequestState& r = *requests[i];
     const ScheduledSequence& seq = plan.sequences[i];
     if (!forward_status.ok()) {
@@ -369,12 +385,12 @@ bool Engine::Impl::Step() {
       result.outputs.push_back({seq.id, false, 0, true});
       continue;
     }
-    const bool argmax_only = forward_options.argmax_only[i];
+    const bool device = forward_options.device_choice[i];
     const size_t logits_row = next_logits_row;
-    if (!argmax_only) ++next_logits_row;
+    if (!device) ++next_logits_row;
     if (!seq.samples_token()) continue;
-    if (argmax_only) {
-      result.outputs.push_back(SampleArgmax(r, forward->argmax_ids[i]));
+    if (device) {
+      result.outputs.push_back(TakeDeviceToken(r, forward->device_ids[i]));
       continue;
     }
     const absl::Span<const float> row(

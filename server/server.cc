@@ -109,6 +109,9 @@ absl::Status Server::Init(ServerConfig config) {
   eo.backend = config_.backend;
   eo.cuda_device = config_.cuda_device;
   eo.cuda_graphs = config_.cuda_graphs;
+  eo.device_sampling = config_.device_sampling
+                           ? EngineOptions::DeviceSampling::kAuto
+                           : EngineOptions::DeviceSampling::kOff;
   eo.synthetic_seed = config_.synthetic_seed;
   eo.engine_cpus = config_.engine_cpus;
   eo.scheduler.max_running_sequences = config_.max_running;

@@ -33,6 +33,9 @@ struct ServerConfig {
   int cuda_device = 0;
   // --no-cuda-graphs: decode steps as plain launches (graphs are on).
   bool cuda_graphs = true;
+  // --no-device-sampling: CUDA: sampled requests draw on the host from the
+  // copied logits rows (EngineOptions::device_sampling; on by default).
+  bool device_sampling = true;
   // CpuBackend compute threads (--threads); 0 = every core.
   int num_threads = 0;
   // Cores for the engine thread (--engine-cpus 0,1); empty = any. With

@@ -293,9 +293,9 @@ absl::Status Run(int argc, char** argv) {
     }
     // The decode steps run as the service runs greedy requests: residual
     // statistics on, only the argmax ids copied back (ForwardOptions::
-    // argmax_only), in every variant.
+    // device_choice), in every variant.
     ForwardOptions decode_options = options;
-    decode_options.argmax_only.assign(static_cast<size_t>(batch), true);
+    decode_options.device_choice.assign(static_cast<size_t>(batch), true);
     BatchLayout step;
     for (int64_t q = 0; q < batch; ++q) {
       SequenceSlice s;

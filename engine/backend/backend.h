@@ -213,8 +213,9 @@ class Backend {
   // rule from and into state_pool into out [T, Hv, dv]. By default the ops
   // one by one through `scratch`; a backend that fuses them (CUDA decode
   // steps: one kernel instead of seven) may leave `scratch` untouched, and
-  // its results may differ from the default's by the rounding of the
-  // intermediates it no longer stores.
+  // must give the default's results bit for bit: it may fuse only some
+  // steps, and a sequence's result must not depend on the others in its
+  // step (batch invariance).
   virtual void GatedDeltaNet(const Tensor& conv_out, const Tensor& a,
                              const Tensor& b, const Tensor& a_log,
                              const Tensor& dt_bias, const GdnScratch& scratch,

@@ -8,12 +8,17 @@
 //                   [--warmup W] [--tokenizer] [--json]
 //                   [--backend cpu|cuda] [--device D] [--no-cuda-graphs]
 //                   [--synthetic PRESET]
+//                   [--temperature T] [--top-k K] [--top-p P]
+//                   [--device-sampling | --no-device-sampling]
 //
 // --synthetic runs a model of a published shape (synthetic_model.h, e.g.
 // qwen3.5-27b) with random weights made on the backend from --seed: no
 // checkpoint needed.
 // N requests, each with a synthetic prompt of P token ids (deterministic from
-// --seed) and exactly O generated tokens (greedy, ignore_eos). They are
+// --seed) and exactly O generated tokens (greedy, ignore_eos; or sampled with
+// --temperature T > 0, --top-k, --top-p, seeded from --seed; where they draw
+// is EngineOptions::device_sampling: the backend's default, or forced on or
+// off). They are
 // submitted all at once (the default), or keeping at most C in flight (a new
 // one is submitted when one finishes), or at R requests/s with Poisson
 // arrivals (exponential gaps drawn from --seed). Before the measurement W
@@ -205,8 +210,10 @@ absl::Status Run(int argc, char** argv) {
                      {"model", "num-requests", "prompt-tokens", "output-tokens",
                       "concurrency", "rate", "threads", "seed", "max-running",
                       "max-tokens-per-step", "cache-mib", "warmup",
-                      "backend", "device", "synthetic"},
-                     {"json", "tokenizer", "no-cuda-graphs"}));
+                      "backend", "device", "synthetic", "temperature",
+                      "top-k", "top-p"},
+                     {"json", "tokenizer", "no-cuda-graphs", "device-sampling",
+                      "no-device-sampling"}));
   if (!args.positional().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", args.positional()[0], "'"));
@@ -236,6 +243,25 @@ absl::Status Run(int argc, char** argv) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--rate: '", text, "' is not a positive number of requests/s"));
     }
+  }
+  // Sampling settings: validated by the engine per request (SamplingParams).
+  auto number = [&](const std::string& name, double fallback) -> absl::StatusOr<double> {
+    if (!args.Has(name)) return fallback;
+    const std::string text = *args.Get(name);
+    char* end = nullptr;
+    const double value = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !std::isfinite(value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, ": '", text, "' is not a number"));
+    }
+    return value;
+  };
+  ASSIGN_OR_RETURN(const double temperature, number("temperature", 0.0));
+  ASSIGN_OR_RETURN(const double top_p, number("top-p", 1.0));
+  ASSIGN_OR_RETURN(int64_t top_k, args.GetInt("top-k", 0, 0, 1 << 30));
+  if (args.Has("device-sampling") && args.Has("no-device-sampling")) {
+    return absl::InvalidArgumentError(
+        "give at most one of --device-sampling and --no-device-sampling");
   }
   if (args.Has("rate") && args.Has("concurrency")) {
     return absl::InvalidArgumentError(
@@ -275,6 +301,10 @@ absl::Status Run(int argc, char** argv) {
   options.backend = backend;
   options.cuda_device = static_cast<int>(device);
   options.cuda_graphs = !args.Has("no-cuda-graphs");
+  options.device_sampling =
+      args.Has("device-sampling")      ? EngineOptions::DeviceSampling::kOn
+      : args.Has("no-device-sampling") ? EngineOptions::DeviceSampling::kOff
+                                       : EngineOptions::DeviceSampling::kAuto;
   options.synthetic_seed = static_cast<uint64_t>(seed);
   options.scheduler.max_running_sequences = max_running;
   options.scheduler.max_tokens_per_step = max_tokens_per_step;
@@ -295,7 +325,9 @@ absl::Status Run(int argc, char** argv) {
     GenerateRequest request;
     request.prompt_ids.resize(static_cast<size_t>(prompt_tokens));
     for (int32_t& id : request.prompt_ids) id = id_dist(rng);
-    request.sampling.temperature = 0.0f;  // greedy
+    request.sampling.temperature = static_cast<float>(temperature);  // 0: greedy
+    request.sampling.top_k = static_cast<int32_t>(top_k);
+    request.sampling.top_p = static_cast<float>(top_p);
     request.sampling.max_new_tokens = static_cast<int32_t>(output_tokens);
     request.sampling.ignore_eos = true;
     return request;

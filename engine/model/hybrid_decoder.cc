@@ -437,16 +437,30 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
   RETURN_IF_ERROR(backend_->CopyFromHost(rows32.data(), rows_tensor));
   ASSIGN_OR_RETURN(Tensor logits,
                    allocate(ElementType::kF32, Shape{num_rows, c.vocab_size}));
-  if (!options.argmax_only.empty() &&
-      static_cast<int64_t>(options.argmax_only.size()) != num_rows) {
+  if (!options.device_choice.empty() &&
+      static_cast<int64_t>(options.device_choice.size()) != num_rows) {
     return absl::InvalidArgumentError(
-        absl::StrCat("argmax_only has ", options.argmax_only.size(),
+        absl::StrCat("device_choice has ", options.device_choice.size(),
                      " flags for ", num_rows, " logit rows"));
   }
-  const bool argmax = !options.argmax_only.empty();
-  Tensor argmax_tensor;
-  if (argmax) {
-    ASSIGN_OR_RETURN(argmax_tensor, allocate(ElementType::kI32, Shape{num_rows}));
+  if (!options.token_choices.empty() &&
+      static_cast<int64_t>(options.token_choices.size()) != num_rows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("token_choices has ", options.token_choices.size(),
+                     " entries for ", num_rows, " logit rows"));
+  }
+  const bool device_choice = !options.device_choice.empty();
+  const bool draws = device_choice && !options.token_choices.empty();
+  Tensor ids_chosen, choices;
+  if (device_choice) {
+    ASSIGN_OR_RETURN(ids_chosen, allocate(ElementType::kI32, Shape{num_rows}));
+    // Allocated whether or not this step draws, so that the buffers after
+    // it keep their places from step to step (and graphs their arguments).
+    ASSIGN_OR_RETURN(choices, allocate(ElementType::kI32,
+                                       Shape{num_rows, kTokenChoiceWords}));
+    if (draws) {
+      RETURN_IF_ERROR(backend_->CopyFromHost(options.token_choices.data(), choices));
+    }
   }
 
   const StepInterventions* iv =
@@ -522,21 +536,25 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
   backend_->GatherRows(step.stream, rows_tensor, selected);
   backend_->RmsNorm(selected, final_norm_, eps, selected);
   backend_->MatMul(selected, lm_head_, logits);
-  if (argmax) backend_->ArgMaxRows(logits, argmax_tensor);
+  if (draws) {
+    backend_->ChooseTokens(logits, choices, ids_chosen);
+  } else if (device_choice) {
+    backend_->ArgMaxRows(logits, ids_chosen);
+  }
   if (graph_region) RETURN_IF_ERROR(backend_->EndGraphRegion());
 
-  if (!argmax) {
+  if (!device_choice) {
     output.logits.resize(static_cast<size_t>(num_rows * c.vocab_size));
     RETURN_IF_ERROR(backend_->CopyToHost(logits, output.logits.data()));
   } else {
-    output.argmax_ids.resize(static_cast<size_t>(num_rows));
-    RETURN_IF_ERROR(backend_->CopyToHost(argmax_tensor, output.argmax_ids.data()));
+    output.device_ids.resize(static_cast<size_t>(num_rows));
+    RETURN_IF_ERROR(backend_->CopyToHost(ids_chosen, output.device_ids.data()));
     int64_t kept = 0;
-    for (int64_t r = 0; r < num_rows; ++r) kept += options.argmax_only[r] ? 0 : 1;
+    for (int64_t r = 0; r < num_rows; ++r) kept += options.device_choice[r] ? 0 : 1;
     output.logits.resize(static_cast<size_t>(kept * c.vocab_size));
     int64_t at = 0;
     for (int64_t r = 0; r < num_rows; ++r) {
-      if (options.argmax_only[r]) continue;
+      if (options.device_choice[r]) continue;
       RETURN_IF_ERROR(backend_->CopyToHost(
           Rows(logits, r, 1), output.logits.data() + at * c.vocab_size));
       ++at;

@@ -62,24 +62,29 @@ struct ForwardOptions {
   // empty: none. Not owned; must live until Forward returns.
   const StepInterventions* interventions = nullptr;
   // Empty, or one flag per logit row (per sequence unless
-  // logits_for_all_tokens): a set row gets only its argmax
-  // (ForwardOutput::argmax_ids, found by the backend), not its logits. For
-  // greedy sampling without penalties or logprobs, and for rows nobody
-  // samples from: a device then copies back 4 bytes instead of a
-  // vocabulary's row.
-  std::vector<bool> argmax_only{};
+  // logits_for_all_tokens): a set row gets only the token the backend
+  // chooses for it (ForwardOutput::device_ids), not its logits: its argmax,
+  // or the token its entry of token_choices draws. For greedy and device
+  // sampling, and for rows nobody samples from: a device then copies back
+  // 4 bytes instead of a vocabulary's row.
+  std::vector<bool> device_choice{};
+  // Empty (every device_choice row takes its argmax), or one entry per logit
+  // row: how the backend chooses the token of a device_choice row
+  // (Backend::ChooseTokens; ignored for the other rows).
+  std::vector<TokenChoice> token_choices{};
 };
 
 struct ForwardOutput {
   // Step rows (token indexes in the batch) that have logits, in order.
   std::vector<int64_t> logit_rows;
-  // [rows without argmax_only, vocab_size], raw f32, in logit row order
-  // (all logit rows when argmax_only is empty).
+  // [rows without device_choice, vocab_size], raw f32, in logit row order
+  // (all logit rows when device_choice is empty).
   std::vector<float> logits;
-  // With argmax_only: [logit_rows.size()], every row's argmax (the lowest
-  // index of the largest logit; -1 when the row holds a NaN or an
-  // infinity). Empty otherwise.
-  std::vector<int32_t> argmax_ids;
+  // With device_choice: [logit_rows.size()], every row's token chosen by
+  // the backend (the argmax: the lowest index of the largest logit; or the
+  // token_choices draw); -1 when the row holds a NaN or an infinity. Empty
+  // otherwise.
+  std::vector<int32_t> device_ids;
   // [2 · num_layers, num_tokens, kResidualStatsColumns] (backend.h): layer l's
   // mixer is entry 2l, its ffn 2l + 1. Empty when switched off.
   std::vector<float> residual_stats;

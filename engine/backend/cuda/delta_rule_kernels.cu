@@ -153,6 +153,8 @@ __global__ void GatedDeltaRuleKernel(ConstTyped q, ConstTyped k, ConstTyped v,
 constexpr int kTileColumns = kWarpSize;
 constexpr int kTileWarps = 8;
 constexpr int kTileRowsPerThread = static_cast<int>(kMaxDeltaKeyDim / kTileWarps);
+// The fused decode kernel repeats L2NormRowsKernel's reduction: same threads.
+static_assert(kTileWarps * kWarpSize == kRowThreads, "a tile block is a row block");
 
 using TileRows = float[kTileRowsPerThread];
 using TileParts = float[kTileWarps][kTileColumns];
@@ -284,12 +286,14 @@ __global__ void GatedDeltaRuleTiledKernel(ConstTyped q, ConstTyped k,
 // GatedDeltaNet): the same grid and tile as the tiled kernel, for steps in
 // which every sequence has one token after cached ones. Each block reads q
 // and k of its key head and v of its columns straight from the conv output
-// [T, 2·Hk·dk + Hv·dv], L2-normalises q and k in f32 (warp 0 sums q², warp 1
-// k², in lane order), computes its head's gates, and runs the token. The
-// split q, k, v, the normalised copies and the gates are never stored, so
-// seven launches become one; and q̂, k̂ keep f32 precision, as transformers'
-// fp32 pre-processing does (model-spec §4.4), where the op-by-op path rounds
-// them to the activation type.
+// [T, 2·Hk·dk + Hv·dv], L2-normalises q and k, computes its head's gates,
+// and runs the token. The split q, k, v and the gates are never stored, so
+// seven launches become one. Every value is the op-by-op path's, bit for
+// bit: the norms are L2NormRowsKernel's (RowSumOfSquares over the same 256
+// threads, the normalised values rounded to the activation type), the gates
+// GdnGatesKernel's. A decode then gives the same result whether its step
+// runs this kernel or, beside a prefill, the op-by-op path: batch
+// invariance.
 __global__ void GatedDeltaNetDecodeKernel(ConstTyped conv_out, ConstTyped a,
                                           ConstTyped b, ConstTyped a_log,
                                           ConstTyped dt_bias, int64_t key_heads,
@@ -314,13 +318,20 @@ __global__ void GatedDeltaNetDecodeKernel(ConstTyped conv_out, ConstTyped a,
   LoadStateTile(state, key_dim, value_dim, m, has_column, s);
   __shared__ float shared_q[kMaxDeltaKeyDim];
   __shared__ float shared_k[kMaxDeltaKeyDim];
-  __shared__ float factor[2];  // q's, k's
+  __shared__ float sum_scratch[kTileWarps];
   __shared__ TileParts prediction_part;
   __shared__ TileParts output_part;
+  const int64_t q_base = conv_row + kh * key_dim;
+  const int64_t k_base = conv_row + key_columns + kh * key_dim;
+  const float q_factor =
+      L2NormFactor(RowSumOfSquares(conv_out, q_base, key_dim, sum_scratch), q_scale);
+  const float k_factor =
+      L2NormFactor(RowSumOfSquares(conv_out, k_base, key_dim, sum_scratch), 1.0f);
   for (int64_t i = threadIdx.x; i < key_dim; i += blockDim.x) {
-    shared_q[i] = LoadF32(conv_out.data, conv_out.type, conv_row + kh * key_dim + i);
-    shared_k[i] = LoadF32(conv_out.data, conv_out.type,
-                          conv_row + key_columns + kh * key_dim + i);
+    shared_q[i] = RoundTo(conv_out.type,
+                          LoadF32(conv_out.data, conv_out.type, q_base + i) * q_factor);
+    shared_k[i] = RoundTo(conv_out.type,
+                          LoadF32(conv_out.data, conv_out.type, k_base + i) * k_factor);
   }
   const float decay = expf(GdnLogDecay(
       LoadF32(a.data, a.type, row * value_heads + j) +
@@ -331,22 +342,7 @@ __global__ void GatedDeltaNetDecodeKernel(ConstTyped conv_out, ConstTyped a,
       has_column ? LoadF32(conv_out.data, conv_out.type,
                            conv_row + 2 * key_columns + j * value_dim + m)
                  : 0.0f;
-  // The raw q and k staged.
-  __syncthreads();
-  if (warp < 2) {
-    const float* x = warp == 0 ? shared_q : shared_k;
-    float sum_sq = 0.0f;
-    for (int64_t i = lane; i < key_dim; i += kWarpSize) sum_sq += x[i] * x[i];
-    sum_sq = WarpSum(sum_sq);
-    if (lane == 0) factor[warp] = L2NormFactor(sum_sq, warp == 0 ? q_scale : 1.0f);
-  }
-  // The factors are in.
-  __syncthreads();
-  for (int64_t i = threadIdx.x; i < key_dim; i += blockDim.x) {
-    shared_q[i] *= factor[0];
-    shared_k[i] *= factor[1];
-  }
-  // TiledDeltaToken's barrier (1) orders the normalisation before its reads.
+  // TiledDeltaToken's barrier (1) orders the staging before its reads.
   const float o = TiledDeltaToken(s, shared_k, shared_q, key_dim, decay, beta,
                                   value, prediction_part, output_part);
   if (warp == 0 && has_column) {

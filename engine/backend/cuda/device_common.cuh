@@ -196,6 +196,19 @@ __device__ __forceinline__ void MaxIndexMerge(float& value, int& index,
   }
 }
 
+// Σ x² over the `dim` elements of x from `base`, in every thread of the
+// block (the row-norm kernels run one block per row; the fused GDN decode
+// kernel repeats L2NormRows with it).
+__device__ __forceinline__ float RowSumOfSquares(ConstTyped x, int64_t base,
+                                                 int64_t dim, float* scratch) {
+  float sum_sq = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+    const float v = LoadF32(x.data, x.type, base + i);
+    sum_sq += v * v;
+  }
+  return BlockSum(sum_sq, scratch);
+}
+
 // Shared memory of BlockArgMax.
 struct BlockArgMaxScratch {
   float values[kWarpSize];  // a warp's best (at most 32 warps)

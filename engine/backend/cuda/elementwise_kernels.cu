@@ -43,17 +43,6 @@ __global__ void EmbeddingGatherKernel(const int32_t* ids, ConstTyped table,
   }
 }
 
-// Σ x² over the `dim` elements of x from `base`, in every thread of the
-// block (the row-norm kernels run one block per row).
-__device__ __forceinline__ float RowSumOfSquares(ConstTyped x, int64_t base,
-                                                 int64_t dim, float* scratch) {
-  float sum_sq = 0.0f;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-    const float v = LoadF32(x.data, x.type, base + i);
-    sum_sq += v * v;
-  }
-  return BlockSum(sum_sq, scratch);
-}
 
 // One block per row. Each thread rereads and writes only the elements it
 // read itself, so x and out may alias.

@@ -883,10 +883,12 @@ TEST_P(CudaKernelFormTest, GatedDeltaRuleOverSeveralChunks) {
 // rule) against the CPU's op-by-op composition, the state carried through
 // the steps: (a) steps of decodes only (the fused kernel when the fast
 // kernels are on); (b) a step with prefills (the composition on every
-// backend), then decodes. The composition rounds q̂ and k̂ to bf16 (2⁻⁹
-// relative), which moves the state by up to ~2e-3 of its largest value per
-// token (~4e-3 seen after a prefill of 9 tokens); the fused kernel keeps
-// them in f32 and must stay within 1e-3. Outputs per token: a head's
+// backend), then decodes. The GPU's fused kernel must give the bits of the
+// GPU's own composition (Backend::GatedDeltaNet), run beside it on a copy
+// of the state: a decode's result must not depend on which path its step
+// takes. Against the CPU: the GPU rounds q̂ and k̂ to bf16 (2⁻⁹ relative),
+// which moves the state by up to ~2e-3 of its largest value per token
+// (~4e-3 seen after a prefill of 9 tokens). Outputs per token: a head's
 // output can be a small difference of large terms (q̂ · k̂ of nearly
 // orthogonal keys).
 TEST_P(CudaKernelFormTest, GatedDeltaNetFromTheConvOutput) {
@@ -897,6 +899,7 @@ TEST_P(CudaKernelFormTest, GatedDeltaNetFromTheConvOutput) {
   Pair dt_bias = Weight(Shape{hv}, -4.0f, -1.0f);
   auto run = [&](BatchLayout layout, double state_tol) {
     Pair state = Input(Shape{slots, hv, dk, dv}, -0.3f, 0.3f, kF32);
+    Tensor composed_state = Upload(*gpu_, kF32, state.cpu.shape, state.values);
     for (int step = 0; step < 3; ++step) {
       SCOPED_TRACE(step);
       SetLayout(layout);
@@ -914,8 +917,14 @@ TEST_P(CudaKernelFormTest, GatedDeltaNetFromTheConvOutput) {
                           cpu_scratch, state.cpu, out.cpu);
       gpu_->GatedDeltaNet(conv_out.gpu, a.gpu, b.gpu, a_log.gpu, dt_bias.gpu,
                           gpu_scratch, state.gpu, out.gpu);
+      Pair composed_out = Output(Shape{t, hv, dv});
+      gpu_->Backend::GatedDeltaNet(conv_out.gpu, a.gpu, b.gpu, a_log.gpu,
+                                   dt_bias.gpu, gpu_scratch, composed_state,
+                                   composed_out.gpu);
       ExpectClose(out, hv * dv, 2e-2, "GatedDeltaNet out");
       ExpectClose(state, dk * dv, state_tol, "GatedDeltaNet state");
+      EXPECT_EQ(Read(*gpu_, out.gpu), Read(*gpu_, composed_out.gpu));
+      EXPECT_EQ(Read(*gpu_, state.gpu), Read(*gpu_, composed_state));
       int64_t offset = 0;
       for (SequenceSlice& s : layout.sequences) {
         s.first_position += s.num_tokens;
@@ -924,7 +933,6 @@ TEST_P(CudaKernelFormTest, GatedDeltaNetFromTheConvOutput) {
       }
     }
   };
-  const bool fused = !GetParam().straightforward;
   BatchLayout decodes = MixedLayout(4, 32);
   int64_t offset = 0;
   for (SequenceSlice& s : decodes.sequences) {
@@ -934,7 +942,7 @@ TEST_P(CudaKernelFormTest, GatedDeltaNetFromTheConvOutput) {
   }
   {
     SCOPED_TRACE("decodes only");
-    run(decodes, fused ? 1e-3 : 3e-3);
+    run(decodes, 3e-3);
   }
   {
     SCOPED_TRACE("prefills, then decodes");

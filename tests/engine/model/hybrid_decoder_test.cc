@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/cpu/reference_ops.h"
 #include "engine/model/model_directory.h"
 #include "decoder_harness.h"
 #include "fixture_reference.h"
@@ -122,10 +123,10 @@ TEST(HybridDecoderTest, BatchedEqualsAloneBitForBit) {
   }
 }
 
-// Rows marked argmax_only get the argmax of the logits they would have had
-// (the host sampler's choice) and no logits; the other rows keep theirs, in
-// order.
-TEST(HybridDecoderTest, ArgmaxOnlyRowsGetTheLogitsArgmax) {
+// Rows marked device_choice get the argmax of the logits they would have had
+// (the host sampler's choice), or with token_choices the token drawn from
+// them, and no logits; the other rows keep theirs, in order.
+TEST(HybridDecoderTest, DeviceChoiceRowsGetTheTokenOfTheirLogits) {
   Harness h(SourcePath("models/tiny-shakespeare"));
   ASSERT_TRUE(h.ok());
   const auto prompts = Prompts({6, 1, 9}, h.vocab());
@@ -140,26 +141,47 @@ TEST(HybridDecoderTest, ArgmaxOnlyRowsGetTheLogitsArgmax) {
   }
   auto full = h.decoder().Forward(layout, ids, ForwardOptions{});
   ASSERT_TRUE(full.ok()) << full.status();
-  EXPECT_TRUE(full->argmax_ids.empty());
+  EXPECT_TRUE(full->device_ids.empty());
   for (size_t i = 0; i < prompts.size(); ++i) {
     ASSERT_TRUE(h.decoder().ResetStateSlot(static_cast<int32_t>(i)).ok());
   }
   ForwardOptions options;
-  options.argmax_only = {true, false, true};
+  options.device_choice = {true, false, true};
   auto some = h.decoder().Forward(layout, ids, options);
   ASSERT_TRUE(some.ok()) << some.status();
   const int64_t vocab = h.vocab();
-  ASSERT_EQ(some->argmax_ids.size(), 3u);
+  ASSERT_EQ(some->device_ids.size(), 3u);
   ASSERT_EQ(some->logits.size(), static_cast<size_t>(vocab));
   for (int64_t r = 0; r < 3; ++r) {
     // std::max_element: the first of the largest, the sampler's tie rule.
     const float* row = full->logits.data() + r * vocab;
-    EXPECT_EQ(some->argmax_ids[r], std::max_element(row, row + vocab) - row)
+    EXPECT_EQ(some->device_ids[r], std::max_element(row, row + vocab) - row)
         << "row " << r;
   }
   EXPECT_EQ(some->logits, std::vector<float>(full->logits.begin() + vocab,
                                              full->logits.begin() + 2 * vocab));
-  options.argmax_only = {true};
+  // Draws: the token of the rule (reference::ChooseToken) on the full rows.
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_TRUE(h.decoder().ResetStateSlot(static_cast<int32_t>(i)).ok());
+  }
+  options.token_choices = {TokenChoice{1.0f, 0, 0.9f, 0.0f, 0.3},
+                           TokenChoice{0.5f, 0, 1.0f, 0.0f, 0.5},  // logits row
+                           TokenChoice{0.7f, 20, 1.0f, 0.05f, 0.8}};
+  auto drawn = h.decoder().Forward(layout, ids, options);
+  ASSERT_TRUE(drawn.ok()) << drawn.status();
+  ASSERT_EQ(drawn->device_ids.size(), 3u);
+  for (int64_t r : {0, 2}) {
+    EXPECT_EQ(drawn->device_ids[r],
+              reference::ChooseToken(full->logits.data() + r * vocab, vocab,
+                                     options.token_choices[r]))
+        << "row " << r;
+  }
+  EXPECT_EQ(drawn->logits, some->logits);
+  options.token_choices.pop_back();
+  EXPECT_EQ(h.decoder().Forward(layout, ids, options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  options.token_choices.clear();
+  options.device_choice = {true};
   EXPECT_EQ(h.decoder().Forward(layout, ids, options).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
