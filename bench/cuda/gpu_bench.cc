@@ -189,7 +189,7 @@ absl::Status Run(int argc, char** argv) {
   // decode step (two warm-up steps and the timed ones, each in the three
   // variants, and three for the per-op breakdown).
   const int64_t kBreakdownSteps = 3;
-  const int64_t kVariants = 3;
+  const int64_t kVariants = 4;
   const int64_t decode_steps = kVariants * (steps + 2) + 2 * kBreakdownSteps;
   const int64_t blocks_per_seq =
       (std::max(context + decode_steps, prefill_tokens) + block - 1) / block;
@@ -296,6 +296,11 @@ absl::Status Run(int argc, char** argv) {
     // device_choice), in every variant.
     ForwardOptions decode_options = options;
     decode_options.device_choice.assign(static_cast<size_t>(batch), true);
+    // The fourth variant draws every row on the device as a sampled request
+    // without penalties or logprobs does (Backend::ChooseTokens).
+    ForwardOptions sampled_options = decode_options;
+    sampled_options.token_choices.assign(static_cast<size_t>(batch),
+                                         TokenChoice{0.8f, 0, 0.95f, 0.0f, 0.5});
     BatchLayout step;
     for (int64_t q = 0; q < batch; ++q) {
       SequenceSlice s;
@@ -308,8 +313,9 @@ absl::Status Run(int argc, char** argv) {
     }
     // Steps rotate through the variants (fast kernels with graphs, the
     // service's; without graphs; the straightforward kernels without
-    // graphs), so that a slow phase of the device hits all three. The two
-    // warm-up rounds capture the graphs.
+    // graphs; fast with graphs drawing sampled tokens), so that a slow phase
+    // of the device hits all four. The two warm-up rounds capture the
+    // graphs.
     std::vector<double> times[kVariants];
     int64_t position = context;
     for (int64_t i = 0; i < steps + 2; ++i) {
@@ -320,7 +326,9 @@ absl::Status Run(int argc, char** argv) {
         cuda->set_straightforward_kernels(variant == 2);
         const auto start = Clock::now();
         absl::Status status =
-            decoder->Forward(step, ids(batch, 1000 + i), decode_options).status();
+            decoder->Forward(step, ids(batch, 1000 + i),
+                             variant == 3 ? sampled_options : decode_options)
+                .status();
         const double seconds = Seconds(start, Clock::now());
         cuda->set_graphs(true);
         cuda->set_straightforward_kernels(false);
@@ -331,6 +339,7 @@ absl::Status Run(int argc, char** argv) {
     const double ms = 1e3 * Median(times[0]);
     const double no_graphs_ms = 1e3 * Median(times[1]);
     const double peer_ms = 1e3 * Median(times[2]);
+    const double sampled_ms = 1e3 * Median(times[3]);
     // Where a step's time goes: three more steps, each op synchronized and
     // timed (slower in all than the steps above: the sum is a breakdown,
     // not a step time).
@@ -376,6 +385,7 @@ absl::Status Run(int argc, char** argv) {
                       {"floor_over_measured", floor_ms / ms},
                       {"no_graphs_ms_per_step", no_graphs_ms},
                       {"straightforward_ms_per_step", peer_ms},
+                      {"sampled_ms_per_step", sampled_ms},
                       {"graphs_captured", cuda->graph_stats().captured},
                       {"graphs_replayed", cuda->graph_stats().replayed},
                       {"ops_synchronized", breakdown},
@@ -417,17 +427,20 @@ absl::Status Run(int argc, char** argv) {
     std::cout << "\n";
   }
   std::cout << "\nbatch  context  ms/step  floor ms  floor/measured"
-               "  no graphs ms  straightforward ms  graphs gain  fast-kernel gain\n";
+               "  no graphs ms  straightforward ms  graphs gain  fast-kernel gain"
+               "  sampled ms\n";
   for (const auto& d : decode) {
     const double ms = d["ms_per_step"].get<double>();
     const double no_graphs = d["no_graphs_ms_per_step"].get<double>();
     const double straightforward = d["straightforward_ms_per_step"].get<double>();
     std::cout << absl::StrFormat(
-        "%5d  %7d  %7.2f  %8.2f  %13.1f%%  %12.2f  %18.2f  %10.2fx  %15.2fx\n",
+        "%5d  %7d  %7.2f  %8.2f  %13.1f%%  %12.2f  %18.2f  %10.2fx  %15.2fx"
+        "  %10.2f\n",
         d["batch"].get<int64_t>(), d["context"].get<int64_t>(), ms,
         d["floor_ms"].get<double>(),
         100.0 * d["floor_over_measured"].get<double>(), no_graphs,
-        straightforward, no_graphs / ms, straightforward / no_graphs);
+        straightforward, no_graphs / ms, straightforward / no_graphs,
+        d["sampled_ms_per_step"].get<double>());
   }
   if (args.Has("json")) {
     std::ofstream out(*args.Get("json"));
