@@ -157,6 +157,30 @@ constexpr int kTileRowsPerThread = static_cast<int>(kMaxDeltaKeyDim / kTileWarps
 static_assert(kTileWarps * kWarpSize == kRowThreads, "a tile block is a row block");
 
 using TileRows = float[kTileRowsPerThread];
+
+// Where a thread of the tiled grid (32-column tile, value head, sequence)
+// works: its lane's column m of value head j, of key head kh.
+struct TileThread {
+  int lane, warp;
+  int64_t m;
+  bool has_column;
+  int64_t j, kh;
+  DeviceSequence seq;
+  float* state;  // the head's state S [dk, dv] in the sequence's slot
+
+  __device__ TileThread(int64_t key_heads, int64_t value_heads, int64_t key_dim,
+                        int64_t value_dim, float* state_pool,
+                        const DeviceLayout& layout)
+      : lane(static_cast<int>(threadIdx.x % kWarpSize)),
+        warp(static_cast<int>(threadIdx.x / kWarpSize)),
+        m(blockIdx.x * int64_t{kTileColumns} + lane),
+        has_column(m < value_dim),
+        j(blockIdx.y),
+        kh(j / (value_heads / key_heads)),
+        seq(layout.sequences[blockIdx.z]),
+        state(state_pool + (static_cast<int64_t>(seq.state_slot) * value_heads + j) *
+                               key_dim * value_dim) {}
+};
 using TileParts = float[kTileWarps][kTileColumns];
 
 // The thread's rows of the tile from the head's state (zeros off the edges).
@@ -242,17 +266,12 @@ __global__ void GatedDeltaRuleTiledKernel(ConstTyped q, ConstTyped k,
                                           int64_t value_heads, int64_t key_dim,
                                           int64_t value_dim, float* state_pool,
                                           Typed out, DeviceLayout layout) {
-  const int lane = threadIdx.x % kWarpSize;
-  const int warp = threadIdx.x / kWarpSize;
-  const int64_t m = blockIdx.x * int64_t{kTileColumns} + lane;
-  const bool has_column = m < value_dim;
-  const int64_t j = blockIdx.y;
-  const DeviceSequence seq = layout.sequences[blockIdx.z];
+  const TileThread at(key_heads, value_heads, key_dim, value_dim, state_pool, layout);
+  const DeviceSequence& seq = at.seq;
   if (seq.chunked) return;  // the whole block: the chunked kernels' sequence
-  const int64_t kh = j / (value_heads / key_heads);
-  float* state =
-      state_pool + (static_cast<int64_t>(seq.state_slot) * value_heads + j) *
-                       key_dim * value_dim;
+  const int64_t j = at.j, m = at.m, kh = at.kh;
+  const bool has_column = at.has_column;
+  float* state = at.state;
   TileRows s;
   LoadStateTile(state, key_dim, value_dim, m, has_column, s);
   // k̂ and q̂ of the token, double-buffered by token parity: the buffer
@@ -277,7 +296,7 @@ __global__ void GatedDeltaRuleTiledKernel(ConstTyped q, ConstTyped k,
     const float o = TiledDeltaToken(s, shared_k[buffer], shared_q[buffer],
                                     key_dim, decay, b, value, prediction_part,
                                     output_part);
-    if (warp == 0 && has_column) StoreF32(out.data, out.type, value_index, o);
+    if (at.warp == 0 && has_column) StoreF32(out.data, out.type, value_index, o);
   }
   StoreStateTile(state, key_dim, value_dim, m, has_column, s);
 }
@@ -301,19 +320,13 @@ __global__ void GatedDeltaNetDecodeKernel(ConstTyped conv_out, ConstTyped a,
                                           int64_t value_dim, float q_scale,
                                           float* state_pool, Typed out,
                                           DeviceLayout layout) {
-  const int lane = threadIdx.x % kWarpSize;
-  const int warp = threadIdx.x / kWarpSize;
-  const int64_t m = blockIdx.x * int64_t{kTileColumns} + lane;
-  const bool has_column = m < value_dim;
-  const int64_t j = blockIdx.y;
-  const DeviceSequence seq = layout.sequences[blockIdx.z];
-  const int64_t kh = j / (value_heads / key_heads);
-  const int64_t row = seq.token_offset;
+  const TileThread at(key_heads, value_heads, key_dim, value_dim, state_pool, layout);
+  const int64_t j = at.j, m = at.m, kh = at.kh;
+  const bool has_column = at.has_column;
+  float* state = at.state;
+  const int64_t row = at.seq.token_offset;
   const int64_t key_columns = key_heads * key_dim;
   const int64_t conv_row = row * (2 * key_columns + value_heads * value_dim);
-  float* state =
-      state_pool + (static_cast<int64_t>(seq.state_slot) * value_heads + j) *
-                       key_dim * value_dim;
   TileRows s;
   LoadStateTile(state, key_dim, value_dim, m, has_column, s);
   __shared__ float shared_q[kMaxDeltaKeyDim];
@@ -345,7 +358,7 @@ __global__ void GatedDeltaNetDecodeKernel(ConstTyped conv_out, ConstTyped a,
   // TiledDeltaToken's barrier (1) orders the staging before its reads.
   const float o = TiledDeltaToken(s, shared_k, shared_q, key_dim, decay, beta,
                                   value, prediction_part, output_part);
-  if (warp == 0 && has_column) {
+  if (at.warp == 0 && has_column) {
     StoreF32(out.data, out.type, (row * value_heads + j) * value_dim + m, o);
   }
   StoreStateTile(state, key_dim, value_dim, m, has_column, s);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <string>
 #include <vector>
 
 // Switching fibers is the emulation's inner loop (every barrier and every
@@ -234,25 +235,34 @@ void SyncThreads() {
   Wait(running->block);
 }
 
-void SyncWarp(unsigned mask) {
-  if (running == nullptr) Fail("__syncwarp outside a kernel");
+namespace {
+
+// The running block of a warp-collective operation (`what`), after the
+// checks the hardware leaves undefined: inside a kernel, the full mask, no
+// exited lane.
+BlockRun& FullWarp(const std::string& what, unsigned mask) {
+  if (running == nullptr) Fail((what + " outside a kernel").c_str());
   BlockRun& b = *running;
   const Fiber& f = b.fibers[b.current];
-  if (mask != 0xffffffffu) Fail("a __syncwarp mask other than the full warp");
-  if (b.warps[f.warp].live != kWarp) {
-    Fail("a full-warp __syncwarp in a warp with exited or missing lanes");
+  if (mask != 0xffffffffu) {
+    Fail(("a " + what + " mask other than the full warp").c_str());
   }
-  Wait(b.warps[f.warp]);
+  if (b.warps[f.warp].live != kWarp) {
+    Fail(("a full-warp " + what + " in a warp with exited or missing lanes").c_str());
+  }
+  return b;
+}
+
+}  // namespace
+
+void SyncWarp(unsigned mask) {
+  BlockRun& b = FullWarp("__syncwarp", mask);
+  Wait(b.warps[b.fibers[b.current].warp]);
 }
 
 uint64_t ShuffleXor(unsigned mask, uint64_t bits, int lane_mask) {
-  if (running == nullptr) Fail("shuffle outside a kernel");
-  BlockRun& b = *running;
+  BlockRun& b = FullWarp("shuffle", mask);
   const Fiber& f = b.fibers[b.current];
-  if (mask != 0xffffffffu) Fail("a shuffle mask other than the full warp");
-  if (b.warps[f.warp].live != kWarp) {
-    Fail("a full-warp shuffle in a warp with exited or missing lanes");
-  }
   const int base = f.warp * kWarp;
   b.slots[base + f.lane] = bits;
   Wait(b.warps[f.warp]);
@@ -270,13 +280,9 @@ void CheckAligned16(const void* p) {
 }
 
 void WarpAllGather(const void* mine, size_t bytes, void* all) {
-  if (running == nullptr) Fail("a warp-collective instruction outside a kernel");
+  BlockRun& b = FullWarp("warp-collective instruction", 0xffffffffu);
   if (bytes > kWarpGatherBytes) Fail("a warp gather of too many bytes");
-  BlockRun& b = *running;
   const Fiber& f = b.fibers[b.current];
-  if (b.warps[f.warp].live != kWarp) {
-    Fail("a warp-collective instruction in a warp with exited or missing lanes");
-  }
   const int base = f.warp * kWarp;
   std::memcpy(&b.gather[static_cast<size_t>(base + f.lane) * kWarpGatherBytes],
               mine, bytes);
