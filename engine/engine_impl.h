@@ -139,10 +139,12 @@ struct Engine::Impl {
                        const ForwardOutput& forward);
   // The next token of `r` from its logits row (the host sampler), or, for a
   // row whose token the backend chose (ForwardOptions::device_choice), that
-  // id (-1: the row was not finite).
+  // id (-1: the row was not finite) and the logprobs the backend computed
+  // (null when the request asks none).
   SequenceOutput Sample(engine_internal::RequestState& r,
                         absl::Span<const float> row);
-  SequenceOutput TakeDeviceToken(engine_internal::RequestState& r, int32_t id);
+  SequenceOutput TakeDeviceToken(engine_internal::RequestState& r, int32_t id,
+                                 const TokenLogprobs* logprobs);
   SequenceOutput EmitToken(engine_internal::RequestState& r,
                            absl::StatusOr<SampleResult> sample);
 };

@@ -146,13 +146,21 @@ SequenceOutput Engine::Impl::Sample(RequestState& r,
   return EmitToken(r, sampler.Sample(row, r.params, history, r.seed));
 }
 
-SequenceOutput Engine::Impl::TakeDeviceToken(RequestState& r, int32_t id) {
+SequenceOutput Engine::Impl::TakeDeviceToken(RequestState& r, int32_t id,
+                                             const TokenLogprobs* logprobs) {
   if (id < 0) {
     return EmitToken(r, absl::InternalError(
                             "the logits row holds a value that is not finite"));
   }
   SampleResult result;
   result.token_id = id;
+  if (r.params.num_logprobs.has_value() && logprobs != nullptr) {
+    result.logprob = logprobs->chosen;
+    for (int32_t k = 0; k < logprobs->count; ++k) {
+      result.top_logprobs.push_back(
+          {logprobs->top_ids[k], logprobs->top_logprobs[k]});
+    }
+  }
   return EmitToken(r, result);
 }
 
@@ -301,9 +309,10 @@ bool Engine::Impl::Step() {
   forward_options.logits_for_all_tokens = false;
   // Rows whose logits nobody reads in full get their token chosen on the
   // backend: greedy sampling without penalties or logprobs (the argmax, the
-  // host sampler's choice), with device sampling also sampling without
-  // penalties or logprobs (the host sampler's rule: token_choice.h), and
-  // prefill chunks that sample nothing. Their logits stay on the device.
+  // host sampler's choice); with device sampling, any request without
+  // penalties, logprobs included (the host sampler's rule and formulas:
+  // token_choice.h); and prefill chunks that sample nothing. Their logits
+  // stay on the device. Penalties need the token history: host only.
   forward_options.device_choice.assign(n, false);
   std::vector<TokenChoice> token_choices(n);  // default: the argmax
   bool draws = false;
@@ -311,16 +320,20 @@ bool Engine::Impl::Step() {
   for (size_t i = 0; i < n; ++i) {
     const RequestState* r = requests[i];
     bool device = r == nullptr || done[i] || !plan.sequences[i].samples_token();
-    if (!device && !r->params.has_penalties() &&
-        !r->params.num_logprobs.has_value()) {
-      if (r->params.is_greedy()) {
+    if (!device && !r->params.has_penalties()) {
+      const bool logprobs = r->params.num_logprobs.has_value();
+      if (r->params.is_greedy() && !logprobs) {
         device = true;
       } else if (device_sampling) {
         device = true;
         draws = true;
-        token_choices[i] = TokenChoice{
-            r->params.temperature, r->params.top_k, r->params.top_p,
-            r->params.min_p, UniformForToken(r->seed, r->output.size())};
+        TokenChoice& choice = token_choices[i];
+        if (!r->params.is_greedy()) {
+          choice = TokenChoice{
+              r->params.temperature, r->params.top_k, r->params.top_p,
+              r->params.min_p, UniformForToken(r->seed, r->output.size())};
+        }
+        choice.num_logprobs = logprobs ? *r->params.num_logprobs : -1;
       }
     }
     forward_options.device_choice[i] = device;
@@ -340,6 +353,7 @@ bool Engine::Impl::Step() {
   absl::Status forward_status = forward.status();
   if (forward_status.ok() &&
       (forward->logit_rows.size() != n || forward->device_ids.size() != n ||
+       (!forward->device_logprobs.empty() && forward->device_logprobs.size() != n) ||
        forward->logits.size() != logits_rows * static_cast<size_t>(vocab_size))) {
     forward_status = absl::InternalError(
         absl::StrCat("the forward returned ", forward->logit_rows.size(),
@@ -390,7 +404,9 @@ bool Engine::Impl::Step() {
     if (!device) ++next_logits_row;
     if (!seq.samples_token()) continue;
     if (device) {
-      result.outputs.push_back(TakeDeviceToken(r, forward->device_ids[i]));
+      result.outputs.push_back(TakeDeviceToken(
+          r, forward->device_ids[i],
+          forward->device_logprobs.empty() ? nullptr : &forward->device_logprobs[i]));
       continue;
     }
     const absl::Span<const float> row(

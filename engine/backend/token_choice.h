@@ -13,16 +13,20 @@ namespace tributary {
 // (engine/sampling/candidate_list.h, its canonical order):
 //  - temperature < kGreedyTemperature: the argmax (the lowest id of the
 //    largest logit), the rest ignored;
-//  - otherwise each token weighs w = expf(f32((f64(logit) − max) ·
-//    (1 / f64(temperature)))), and tokens rank by logit, ties to the lower
-//    id. top_k > 0 keeps the top_k highest-ranked. top_p < 1 then keeps the
+//  - otherwise each token weighs w = f32(exp(f64(f32((f64(logit) − max) ·
+//    (1 / f64(temperature)))))): the exponent rounded to f32, its exp in f64
+//    rounded to f32 (devices agree with the host on it but in ~2⁻²⁹ of
+//    cases; an f32 expf would not), and tokens rank by logit, ties to the
+//    lower id. top_k > 0 keeps the top_k highest-ranked. top_p < 1 then keeps the
 //    smallest rank prefix whose weight (accumulated in rank order) reaches
 //    top_p · (1 − 1e-9) of the kept tokens' total (summed in id order).
 //    min_p > 0 then keeps the tokens with (f64(logit) − max) /
 //    temperature ≥ log(min_p). The token is where uniform · (the survivors'
 //    total) falls, accumulating the survivors in id order. Sums in f64.
 // A device's sums run in another order, so its token may differ from the
-// host's only where a cut falls within f64 rounding (~1e-16) of a boundary.
+// host's only where a cut falls within f64 rounding (~1e-16) of a boundary
+// (or where a weight rounds the other way, above).
+// With num_logprobs ≥ 0 the row's raw logprobs come back too (TokenLogprobs).
 struct TokenChoice {
   static constexpr float kGreedyTemperature = 1e-5f;  // SamplingParams'
   float temperature = 0.0f;
@@ -30,9 +34,30 @@ struct TokenChoice {
   float top_p = 1.0f;
   float min_p = 0.0f;
   double uniform = 0.0;  // in [0, 1)
+  // -1: no logprobs; 0: the chosen token's; n in 1 … kMaxTopLogprobs: also
+  // the n most likely tokens' (TokenLogprobs).
+  int32_t num_logprobs = -1;
+  int32_t reserved = 0;  // uploaded as is: keep 0
 };
 constexpr int64_t kTokenChoiceWords = sizeof(TokenChoice) / sizeof(int32_t);
-static_assert(sizeof(TokenChoice) == 24, "uploaded as 6 words");
+static_assert(sizeof(TokenChoice) == 32, "uploaded as 8 words");
+
+// The most top logprobs a row can ask (SamplingParams::kMaxNumLogprobs).
+constexpr int32_t kMaxTopLogprobs = 20;
+
+// A row's raw logprobs from ChooseTokens (TokenChoice::num_logprobs ≥ 0),
+// the host sampler's (engine/sampling/logprobs.h): log_softmax of the raw
+// logits, lse = max + log(Σ expf(logit − max)) with the sum in f64; the
+// chosen token's, and the `count` most likely tokens', most likely first,
+// ties to the lower id. Downloaded as is.
+struct TokenLogprobs {
+  float chosen = 0.0f;
+  int32_t count = 0;
+  int32_t top_ids[kMaxTopLogprobs] = {};
+  float top_logprobs[kMaxTopLogprobs] = {};
+};
+constexpr int64_t kTokenLogprobsWords = sizeof(TokenLogprobs) / sizeof(int32_t);
+static_assert(sizeof(TokenLogprobs) == 168, "downloaded as 42 words");
 
 }  // namespace tributary
 

@@ -451,13 +451,19 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
   }
   const bool device_choice = !options.device_choice.empty();
   const bool draws = device_choice && !options.token_choices.empty();
-  Tensor ids_chosen, choices;
+  Tensor ids_chosen, choices, logprobs;
+  bool with_logprobs = false;
+  for (const TokenChoice& choice : options.token_choices) {
+    with_logprobs = with_logprobs || choice.num_logprobs >= 0;
+  }
   if (device_choice) {
     ASSIGN_OR_RETURN(ids_chosen, allocate(ElementType::kI32, Shape{num_rows}));
     // Allocated whether or not this step draws, so that the buffers after
-    // it keep their places from step to step (and graphs their arguments).
+    // them keep their places from step to step (and graphs their arguments).
     ASSIGN_OR_RETURN(choices, allocate(ElementType::kI32,
                                        Shape{num_rows, kTokenChoiceWords}));
+    ASSIGN_OR_RETURN(logprobs, allocate(ElementType::kI32,
+                                        Shape{num_rows, kTokenLogprobsWords}));
     if (draws) {
       RETURN_IF_ERROR(backend_->CopyFromHost(options.token_choices.data(), choices));
     }
@@ -537,7 +543,7 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
   backend_->RmsNorm(selected, final_norm_, eps, selected);
   backend_->MatMul(selected, lm_head_, logits);
   if (draws) {
-    backend_->ChooseTokens(logits, choices, ids_chosen);
+    backend_->ChooseTokens(logits, choices, ids_chosen, logprobs);
   } else if (device_choice) {
     backend_->ArgMaxRows(logits, ids_chosen);
   }
@@ -549,6 +555,10 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
   } else {
     output.device_ids.resize(static_cast<size_t>(num_rows));
     RETURN_IF_ERROR(backend_->CopyToHost(ids_chosen, output.device_ids.data()));
+    if (with_logprobs) {
+      output.device_logprobs.resize(static_cast<size_t>(num_rows));
+      RETURN_IF_ERROR(backend_->CopyToHost(logprobs, output.device_logprobs.data()));
+    }
     int64_t kept = 0;
     for (int64_t r = 0; r < num_rows; ++r) kept += options.device_choice[r] ? 0 : 1;
     output.logits.resize(static_cast<size_t>(kept * c.vocab_size));

@@ -69,8 +69,9 @@ struct ForwardOptions {
   // 4 bytes instead of a vocabulary's row.
   std::vector<bool> device_choice{};
   // Empty (every device_choice row takes its argmax), or one entry per logit
-  // row: how the backend chooses the token of a device_choice row
-  // (Backend::ChooseTokens; ignored for the other rows).
+  // row: how the backend chooses the token of a device_choice row, and
+  // whether it also returns the row's raw logprobs (Backend::ChooseTokens;
+  // ignored for the other rows).
   std::vector<TokenChoice> token_choices{};
 };
 
@@ -85,6 +86,9 @@ struct ForwardOutput {
   // token_choices draw); -1 when the row holds a NaN or an infinity. Empty
   // otherwise.
   std::vector<int32_t> device_ids;
+  // With token_choices of which a row asks for logprobs: [logit_rows.size()],
+  // those rows' raw logprobs (other entries unspecified). Empty otherwise.
+  std::vector<TokenLogprobs> device_logprobs;
   // [2 · num_layers, num_tokens, kResidualStatsColumns] (backend.h): layer l's
   // mixer is entry 2l, its ffn 2l + 1. Empty when switched off.
   std::vector<float> residual_stats;

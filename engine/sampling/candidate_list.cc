@@ -44,11 +44,14 @@ float CandidateList::MaxLogit() const {
 }
 
 double CandidateList::Weight(float logit, float max_logit) const {
-  // The exponent in double (no overflow for any temperature), the exp in
-  // float: 1.5x faster over a full vocabulary, and its 1e-7 relative error
-  // is far below anything a sampled distribution can show.
-  return std::exp(static_cast<float>((static_cast<double>(logit) - max_logit) *
-                                     inverse_temperature_));
+  // The exponent in double (no overflow for any temperature), rounded to
+  // float; its exp in double, rounded to float (token_choice.h): a device's
+  // double exp agrees with this one to an ulp, so both round to the same
+  // float weight but in about 2^-29 of cases (a float expf, 2 ulp on a GPU,
+  // would differ often and move draws near a boundary).
+  const float exponent = static_cast<float>(
+      (static_cast<double>(logit) - max_logit) * inverse_temperature_);
+  return static_cast<float>(std::exp(static_cast<double>(exponent)));
 }
 
 void CandidateList::KeepTopK(int32_t k) {

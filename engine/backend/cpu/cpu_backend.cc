@@ -226,11 +226,17 @@ void CpuBackend::ArgMaxRows(const Tensor& x, const Tensor& ids) {
 // The naive twin is the implementation: the CPU's logits are host memory,
 // and the engine samples them with the host sampler unless told otherwise.
 void CpuBackend::ChooseTokens(const Tensor& x, const Tensor& choices,
-                              const Tensor& ids) {
+                              const Tensor& ids, const Tensor& logprobs) {
   const int64_t width = x.cols();
   const TokenChoice* choice = static_cast<const TokenChoice*>(choices.data);
+  TokenLogprobs* out = static_cast<TokenLogprobs*>(logprobs.data);
   for (int64_t r = 0; r < x.rows(); ++r) {
-    ids.as<int32_t>()[r] = ref::ChooseToken(F32(x) + r * width, width, choice[r]);
+    const float* row = F32(x) + r * width;
+    const int32_t token = ref::ChooseToken(row, width, choice[r]);
+    ids.as<int32_t>()[r] = token;
+    if (out != nullptr && token >= 0 && choice[r].num_logprobs >= 0) {
+      out[r] = ref::RowLogprobs(row, width, token, choice[r].num_logprobs);
+    }
   }
 }
 

@@ -174,8 +174,9 @@ int32_t ChooseToken(const float* x, int64_t n, const TokenChoice& choice) {
   const float max_logit = x[argmax];
   const double inverse_temperature = 1.0 / static_cast<double>(choice.temperature);
   auto weight = [&](int32_t id) {
-    return static_cast<double>(std::exp(static_cast<float>(
-        (static_cast<double>(x[id]) - max_logit) * inverse_temperature)));
+    const float exponent = static_cast<float>(
+        (static_cast<double>(x[id]) - max_logit) * inverse_temperature);
+    return static_cast<double>(static_cast<float>(std::exp(static_cast<double>(exponent))));
   };
   // Every id in rank order: larger logit first, then lower id.
   std::vector<int32_t> ranked(static_cast<size_t>(n));
@@ -230,6 +231,28 @@ int32_t ChooseToken(const float* x, int64_t n, const TokenChoice& choice) {
     if (weight(survivors[i]) > 0.0) return survivors[i];
   }
   return argmax;
+}
+
+TokenLogprobs RowLogprobs(const float* x, int64_t n, int32_t token,
+                          int32_t num_top) {
+  const float max_logit = *std::max_element(x, x + n);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(x[i] - max_logit);
+  const double log_sum_exp = max_logit + std::log(sum);
+  TokenLogprobs out;
+  out.chosen = static_cast<float>(x[token] - log_sum_exp);
+  std::vector<int32_t> ranked(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ranked[i] = static_cast<int32_t>(i);
+  std::sort(ranked.begin(), ranked.end(), [&](int32_t a, int32_t b) {
+    return x[a] != x[b] ? x[a] > x[b] : a < b;
+  });
+  out.count = static_cast<int32_t>(
+      std::min<int64_t>({num_top, kMaxTopLogprobs, n}));
+  for (int32_t r = 0; r < out.count; ++r) {
+    out.top_ids[r] = ranked[r];
+    out.top_logprobs[r] = static_cast<float>(x[ranked[r]] - log_sum_exp);
+  }
+  return out;
 }
 
 void L2NormRows(float* x, int64_t num_rows, int64_t dim, float scale) {

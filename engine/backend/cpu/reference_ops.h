@@ -85,6 +85,12 @@ int32_t ArgMaxRow(const float* x, int64_t n);
 // whole row ranked by a full sort, O(n log n).
 int32_t ChooseToken(const float* x, int64_t n, const TokenChoice& choice);
 
+// The raw logprobs of x[0 … n) (finite) for `token` and the `num_top` most
+// likely tokens (TokenLogprobs; num_top ≤ kMaxTopLogprobs): the host
+// sampler's formulas in its order, the ranking by a full sort.
+TokenLogprobs RowLogprobs(const float* x, int64_t n, int32_t token,
+                          int32_t num_top);
+
 // q ← q · rsqrt(Σq² + 1e-6) · scale over each row of `dim` (§4.4; the eps is
 // on the sum, not the mean). x: [num_rows, dim], in place.
 void L2NormRows(float* x, int64_t num_rows, int64_t dim, float scale);

@@ -27,7 +27,6 @@ static_assert(kMaxHeadDimPerLane * kWarpSize == kMaxAttentionHeadDim,
               "a warp holds the largest head's row");
 constexpr int kAttentionWarpsPerBlock = 4;
 
-// One thread per (token, head, rotated pair).
 // The rotation of pair i (dims i and i + rotary_dim / 2) at `position`. As
 // transformers: inv_freq in f32, angle = f32(position) · inv_freq.
 __device__ __forceinline__ void RopeCosSin(int32_t position, int64_t i,
@@ -40,6 +39,7 @@ __device__ __forceinline__ void RopeCosSin(int32_t position, int64_t i,
   *s = sinf(angle);
 }
 
+// One thread per (token, head, rotated pair).
 __global__ void RopeKernel(Typed x, int64_t num_tokens, int64_t num_heads,
                            int64_t head_dim, int64_t rotary_dim, float theta,
                            DeviceLayout layout) {

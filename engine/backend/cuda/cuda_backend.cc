@@ -846,19 +846,24 @@ void CudaBackend::ArgMaxRows(const Tensor& x, const Tensor& ids) {
 }
 
 void CudaBackend::ChooseTokens(const Tensor& x, const Tensor& choices,
-                               const Tensor& ids) {
+                               const Tensor& ids, const Tensor& logprobs) {
   if (!sticky_.ok()) return;
   if (!Require(x.type == ElementType::kF32 && ids.type == ElementType::kI32 &&
                    ids.num_elements() == x.rows() &&
                    choices.type == ElementType::kI32 &&
                    choices.num_elements() == x.rows() * kTokenChoiceWords &&
-                   x.cols() <= cuda::kMaxChooseVocab,
-               "ChooseTokens: x f32 [R, V ≤ 524288], choices i32 [R, 6], ids i32 [R]")) {
+                   (logprobs.data == nullptr ||
+                    (logprobs.type == ElementType::kI32 &&
+                     logprobs.num_elements() == x.rows() * kTokenLogprobsWords)) &&
+                   x.cols() > 0 && x.cols() < (int64_t{1} << 31),
+               "ChooseTokens: x f32 [R, V < 2^31], choices i32 [R, 8], ids "
+               "i32 [R], logprobs none or i32 [R, 42]")) {
     return;
   }
   cuda::LaunchChooseTokens(x.as<float>(), x.rows(), x.cols(),
                            static_cast<const TokenChoice*>(choices.data),
-                           ids.as<int32_t>(), stream_);
+                           ids.as<int32_t>(),
+                           static_cast<TokenLogprobs*>(logprobs.data), stream_);
   CheckLaunch("ChooseTokens");
 }
 
@@ -988,7 +993,14 @@ void CudaBackend::GatedDeltaNet(const Tensor& conv_out, const Tensor& a,
   const int64_t tokens = layout_->view.num_tokens;
   const int64_t hk = scratch.q.shape[1], dk = scratch.q.shape[2];
   const int64_t hv = scratch.v.shape[1], dv = scratch.v.shape[2];
+  // The fused kernel gives the composition's bits (backend.h): q̂ and k̂
+  // rounded to the scratch type, which must be the conv output's; the gates
+  // kept in f32.
   if (!Require(scratch.q.shape.rank == 3 && scratch.v.shape.rank == 3 &&
+                   scratch.q.type == conv_out.type &&
+                   scratch.k.type == conv_out.type &&
+                   scratch.g.type == ElementType::kF32 &&
+                   scratch.beta.type == ElementType::kF32 &&
                    hk > 0 && hv % hk == 0 && dk <= cuda::kMaxDeltaKeyDim &&
                    conv_out.rows() == tokens &&
                    conv_out.cols() == 2 * hk * dk + hv * dv &&

@@ -78,12 +78,13 @@ void LaunchL2NormRows(Typed x, int64_t num_rows, int64_t dim, float scale,
 
 // Backend::ChooseTokens: per row of logits [num_rows, vocab] (f32), the
 // token of choices[row] (token_choice.h) into ids, -1 for a row with a NaN
-// or an infinity. vocab ≤ kMaxChooseVocab.
+// or an infinity; with `logprobs` (may be null), a row's TokenLogprobs when
+// it asks. Any vocabulary below 2^31 (the draw's tiles grow past
+// kMaxChooseTiles · 512 ids).
 constexpr int64_t kMaxChooseTiles = 1024;
-constexpr int64_t kMaxChooseVocab = kMaxChooseTiles * 512;
 void LaunchChooseTokens(const float* logits, int64_t num_rows, int64_t vocab,
                         const TokenChoice* choices, int32_t* ids,
-                        cudaStream_t stream);
+                        TokenLogprobs* logprobs, cudaStream_t stream);
 
 // g = −exp(a_log) · softplus(a + dt_bias), beta = sigmoid(b) over
 // [num_tokens, num_heads].
@@ -138,16 +139,14 @@ void LaunchRope(Typed x, int64_t num_tokens, int64_t num_heads,
                 int64_t head_dim, int64_t rotary_dim, float theta,
                 const DeviceLayout& layout, cudaStream_t stream);
 
-// k, v [T, kv_heads, head_dim] into the pools [blocks, block_size, kv_heads,
-// head_dim] at each token's position.
 // The largest head dim of the attention kernels (16 values per lane).
 constexpr int64_t kMaxAttentionHeadDim = 512;
 
 // Backend::AttentionInputs in one kernel (a warp per token and head, head
-// dims ≤ kMaxAttentionHeadDim): q_and_gate [T, H · 2d] split into q and gate [T, H, d],
-// q and k [T, Hkv, d] RMS-normed and rotated (partial RoPE at each token's
-// position), k and v [T, Hkv, d] written into the pools [blocks,
-// block_size, Hkv, d].
+// dims ≤ kMaxAttentionHeadDim): q_and_gate [T, H · 2d] split into q and
+// gate [T, H, d], q and k [T, Hkv, d] RMS-normed and rotated (partial RoPE
+// at each token's position), k and v [T, Hkv, d] written into the pools
+// [blocks, block_size, Hkv, d].
 void LaunchAttentionInputs(ConstTyped q_and_gate, ConstTyped k, ConstTyped v,
                            ConstTyped q_norm, ConstTyped k_norm, float eps,
                            int64_t num_tokens, int64_t num_heads,
@@ -156,6 +155,8 @@ void LaunchAttentionInputs(ConstTyped q_and_gate, ConstTyped k, ConstTyped v,
                            Typed k_pool, Typed v_pool, int64_t block_size,
                            const DeviceLayout& layout, cudaStream_t stream);
 
+// k, v [T, kv_heads, head_dim] into the pools [blocks, block_size, kv_heads,
+// head_dim] at each token's position.
 void LaunchWriteKv(ConstTyped k, ConstTyped v, int64_t num_tokens,
                    int64_t kv_heads, int64_t head_dim, Typed k_pool,
                    Typed v_pool, int64_t block_size,

@@ -226,9 +226,11 @@ __device__ __forceinline__ float TiledDeltaToken(TileRows& s, const float* k_hat
 #pragma unroll
   for (int r = 0; r < kTileRowsPerThread; ++r) {
     const int64_t i = warp + int64_t{r} * kTileWarps;
+    // Explicit fmas here and below: the tiled and the fused kernel inline
+    // this step in different code, and must contract it the same way.
     if (i < key_dim) {
       s[r] *= decay;
-      prediction += s[r] * k_hat[i];
+      prediction = __fmaf_rn(s[r], k_hat[i], prediction);
     }
   }
   prediction_part[warp][lane] = prediction;
@@ -244,8 +246,8 @@ __device__ __forceinline__ float TiledDeltaToken(TileRows& s, const float* k_hat
   for (int r = 0; r < kTileRowsPerThread; ++r) {
     const int64_t i = warp + int64_t{r} * kTileWarps;
     if (i < key_dim) {
-      s[r] += k_hat[i] * delta;
-      output += s[r] * q_hat[i];
+      s[r] = __fmaf_rn(k_hat[i], delta, s[r]);
+      output = __fmaf_rn(s[r], q_hat[i], output);
     }
   }
   output_part[warp][lane] = output;
@@ -321,6 +323,9 @@ __global__ void GatedDeltaNetDecodeKernel(ConstTyped conv_out, ConstTyped a,
                                           float* state_pool, Typed out,
                                           DeviceLayout layout) {
   const TileThread at(key_heads, value_heads, key_dim, value_dim, state_pool, layout);
+  // One token after cached ones (the backend checks the step has no other
+  // kind); a sequence of no tokens leaves its state alone.
+  if (at.seq.num_tokens != 1) return;  // the whole block
   const int64_t j = at.j, m = at.m, kh = at.kh;
   const bool has_column = at.has_column;
   float* state = at.state;

@@ -166,8 +166,8 @@ __device__ __forceinline__ T WarpSum(T v) {
   return v;
 }
 
-// The sum over the block, in every thread. `scratch` holds at least
-// blockDim.x / 32 floats; blockDim.x must be a multiple of 32. Calls with the
+// The sum over the block, in every thread (float or double). `scratch`
+// holds at least blockDim.x / 32 values; blockDim.x must be a multiple of 32. Calls with the
 // same scratch must be separated by a __syncthreads() (BlockSum ends with
 // one, so back-to-back calls are safe).
 template <typename T>
@@ -204,7 +204,7 @@ __device__ __forceinline__ float RowSumOfSquares(ConstTyped x, int64_t base,
   float sum_sq = 0.0f;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
     const float v = LoadF32(x.data, x.type, base + i);
-    sum_sq += v * v;
+    sum_sq = __fmaf_rn(v, v, sum_sq);  // explicit: every caller contracts alike
   }
   return BlockSum(sum_sq, scratch);
 }

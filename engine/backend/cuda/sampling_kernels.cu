@@ -16,17 +16,24 @@
 //    running measure reaches the target. It stops as soon as the bucket
 //    holds a single token (after about 8 levels with distinct logits; the
 //    id bits break ties).
-//  - The draw sums the survivors' weights per tile of 512 ids (a lane per
-//    16 consecutive ids, the lanes in order), walks the tiles in order to
-//    the one where uniform · total falls, then its lanes, then the lane's
-//    ids: the same sums in the same order at every stage, so the walk ends
-//    inside the tile it chose.
+//  - The draw sums the survivors' weights per tile of ids (a lane per 16 or
+//    more consecutive ids, the lanes in order; at most kMaxChooseTiles
+//    tiles, so a larger vocabulary has longer lanes), walks the tiles in
+//    order to the one where uniform · total falls, then its lanes, then the
+//    lane's ids, with the same sums in the same order at every stage. The
+//    offsets into a tile and a lane are rounded differences, so a target
+//    within rounding of a tile's end can miss its lanes: the last survivor
+//    with any weight is taken then, as the host does past its total.
 // Every reduction has a fixed order (per-thread partial sums, butterflies,
 // warps in order), so a row's token does not depend on the other rows, the
 // batch or the run. Sums are in f64 as on the host; they are taken in
 // another order, so the token can differ from the host's only where a cut
 // falls within f64 rounding of a boundary (tested against the host sampler
-// in cuda_backend_test).
+// in cuda_backend_test). A weight is the f64 exp of the f32 argument,
+// rounded to f32 (token_choice.h), on both sides: the device's f64 exp is
+// within an ulp of the host's, so the f32 weights differ only when the f64
+// result lies within that of an f32 rounding boundary (about 2⁻²⁹ of them),
+// where an f32 expf (2 ulp on the device) would differ often.
 #include <cmath>
 
 #include "engine/backend/cuda/cuda_kernels.h"
@@ -41,10 +48,8 @@ constexpr int kChooseWarps = kChooseThreads / kWarpSize;
 constexpr int kDigitBits = 4;
 constexpr int kBuckets = 1 << kDigitBits;
 constexpr int kKeyBits = 64;
-// The draw's tiles: a lane per kIdsPerLane consecutive ids.
-constexpr int kIdsPerLane = 16;
-constexpr int kTileIds = kWarpSize * kIdsPerLane;
-static_assert(kTileIds * kMaxChooseTiles >= kMaxChooseVocab, "tiles cover the row");
+// The draw's tiles: a lane per at least kMinIdsPerLane consecutive ids.
+constexpr int kMinIdsPerLane = 16;
 
 // Larger ranks first: the logit (−0 as +0, which the host's comparison
 // treats as equal), then the lower id.
@@ -64,9 +69,13 @@ struct ChooseScratch {
   double sum_scratch[kChooseWarps];
   BlockArgMaxScratch argmax;
   // Broadcasts from one thread to the block.
-  uint64_t cut;
-  int found_tile;
+  int64_t found_tile;
   double offset;
+  int32_t token;
+  // The top logprobs' tokens, gathered (any order), then ranked.
+  int gathered;
+  uint64_t top_keys[kMaxTopLogprobs];
+  int32_t top_ids[kMaxTopLogprobs];
 };
 
 // The row's weights and survivors.
@@ -79,8 +88,9 @@ struct Row {
   double log_min_p;   // ... and (logit − max) / T ≥ log_min_p (−inf: off)
 
   __device__ double Weight(float logit) const {
-    return static_cast<double>(expf(static_cast<float>(
-        (static_cast<double>(logit) - max_logit) * inverse_temperature)));
+    const float exponent = static_cast<float>(
+        (static_cast<double>(logit) - max_logit) * inverse_temperature);
+    return static_cast<double>(static_cast<float>(exp(static_cast<double>(exponent))));
   }
   __device__ bool Survives(float logit, int64_t id) const {
     return RankKey(logit, id) >= floor &&
@@ -93,8 +103,8 @@ struct Row {
 // survivor with a key at or above it is in the prefix, and no other token).
 // When rounding leaves the target above the survivors' whole measure, every
 // survivor.
-__device__ uint64_t RankCut(const Row& row, bool count, double target,
-                            ChooseScratch& scratch) {
+template <bool kCount>
+__device__ uint64_t RankCut(const Row& row, double target, ChooseScratch& scratch) {
   const int lane = threadIdx.x % kWarpSize;
   const int warp = threadIdx.x / kWarpSize;
   uint64_t prefix = 0;
@@ -115,20 +125,25 @@ __device__ uint64_t RankCut(const Row& row, bool count, double target,
       const uint64_t key = RankKey(logit, i);
       if ((key & high_mask) != prefix || !row.Survives(logit, i)) continue;
       const int digit = static_cast<int>((key >> shift) & (kBuckets - 1));
-      const double m = count ? 1.0 : row.Weight(logit);
       // Constant indexes only: a run-time index would put the arrays in
-      // local memory.
+      // local memory. Counting needs no f64 sums (the tokens are the count).
+      if (kCount) {
 #pragma unroll
-      for (int b = 0; b < kBuckets; ++b) {
-        if (digit == b) {
-          measure[b] += m;
-          tokens[b] += 1;
+        for (int b = 0; b < kBuckets; ++b) tokens[b] += digit == b ? 1 : 0;
+      } else {
+        const double m = row.Weight(logit);
+#pragma unroll
+        for (int b = 0; b < kBuckets; ++b) {
+          if (digit == b) {
+            measure[b] += m;
+            tokens[b] += 1;
+          }
         }
       }
     }
 #pragma unroll
     for (int b = 0; b < kBuckets; ++b) {
-      measure[b] = WarpSum(measure[b]);
+      if (!kCount) measure[b] = WarpSum(measure[b]);
       int t = tokens[b];
 #pragma unroll
       for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
@@ -147,9 +162,10 @@ __device__ uint64_t RankCut(const Row& row, bool count, double target,
       double bucket = 0.0;
       int tokens_in = 0;
       for (int w = 0; w < kChooseWarps; ++w) {
-        bucket += scratch.bucket_measure[w][b];
+        if (!kCount) bucket += scratch.bucket_measure[w][b];
         tokens_in += scratch.bucket_count[w][b];
       }
+      if (kCount) bucket = tokens_in;
       if (tokens_in > 0 && above + bucket >= target) {
         chosen = b;
         chosen_tokens = tokens_in;
@@ -172,11 +188,12 @@ __device__ uint64_t RankCut(const Row& row, bool count, double target,
 }
 
 // The survivors' weights summed over tile `tile`'s lane `lane` (its
-// kIdsPerLane consecutive ids, in order).
-__device__ double LaneSum(const Row& row, int64_t tile, int lane) {
+// ids_per_lane consecutive ids, in order).
+__device__ double LaneSum(const Row& row, int64_t tile, int lane,
+                          int64_t ids_per_lane) {
   double sum = 0.0;
-  const int64_t first = tile * kTileIds + int64_t{lane} * kIdsPerLane;
-  for (int j = 0; j < kIdsPerLane; ++j) {
+  const int64_t first = (tile * kWarpSize + lane) * ids_per_lane;
+  for (int64_t j = 0; j < ids_per_lane; ++j) {
     const int64_t i = first + j;
     if (i < row.n) {
       const float logit = row.x[i];
@@ -186,32 +203,19 @@ __device__ double LaneSum(const Row& row, int64_t tile, int lane) {
   return sum;
 }
 
-__global__ void ChooseTokensKernel(const float* logits, int64_t vocab,
-                                   const TokenChoice* choices, int32_t* ids) {
-  __shared__ ChooseScratch scratch;
+// The token drawn from `row` (finite, temperature ≥ the greedy threshold),
+// in every thread of the block.
+__device__ int32_t DrawToken(Row& row, const TokenChoice& choice,
+                             int32_t argmax, ChooseScratch& scratch) {
   const int lane = threadIdx.x % kWarpSize;
   const int warp = threadIdx.x / kWarpSize;
-  const TokenChoice choice = choices[blockIdx.x];
-  Row row;
-  row.x = logits + blockIdx.x * vocab;
-  row.n = vocab;
-  int argmax;
-  bool nonfinite;
-  BlockArgMax(row.x, vocab, scratch.argmax, &row.max_logit, &argmax, &nonfinite);
-  if (nonfinite || argmax == INT_MAX ||
-      choice.temperature < TokenChoice::kGreedyTemperature) {
-    if (threadIdx.x == 0) {
-      ids[blockIdx.x] = nonfinite || argmax == INT_MAX ? -1 : argmax;
-    }
-    return;  // the whole block
-  }
+  const int64_t vocab = row.n;
   row.inverse_temperature = 1.0 / static_cast<double>(choice.temperature);
   row.floor = 0;
   row.log_min_p = -INFINITY;
   // Top-k: the k highest-ranked.
   if (choice.top_k > 0 && choice.top_k < vocab) {
-    row.floor = RankCut(row, /*count=*/true, static_cast<double>(choice.top_k),
-                        scratch);
+    row.floor = RankCut<true>(row, static_cast<double>(choice.top_k), scratch);
   }
   // Top-p over them: the smallest rank prefix reaching p of their weight.
   if (choice.top_p < 1.0f && choice.top_k != 1) {
@@ -221,17 +225,22 @@ __global__ void ChooseTokensKernel(const float* logits, int64_t vocab,
       if (row.Survives(logit, i)) total += row.Weight(logit);
     }
     total = BlockSum(total, scratch.sum_scratch);
-    row.floor = RankCut(row, /*count=*/false,
-                        static_cast<double>(choice.top_p) * total * (1.0 - 1e-9),
-                        scratch);
+    row.floor = RankCut<false>(
+        row, static_cast<double>(choice.top_p) * total * (1.0 - 1e-9), scratch);
   }
   // Min-p: a threshold on the logit (the max always stays).
   if (choice.min_p > 0.0f) row.log_min_p = log(static_cast<double>(choice.min_p));
 
   // The draw: the tiles' sums (a warp per tile, its lanes' sums in order).
-  const int64_t tiles = (vocab + kTileIds - 1) / kTileIds;
+  const int64_t lanes = (vocab + kMinIdsPerLane - 1) / kMinIdsPerLane;
+  const int64_t ids_per_lane =
+      lanes <= kMaxChooseTiles * kWarpSize
+          ? kMinIdsPerLane
+          : (vocab + kMaxChooseTiles * kWarpSize - 1) / (kMaxChooseTiles * kWarpSize);
+  const int64_t tile_ids = ids_per_lane * kWarpSize;
+  const int64_t tiles = (vocab + tile_ids - 1) / tile_ids;
   for (int64_t tile = warp; tile < tiles; tile += kChooseWarps) {
-    scratch.lane_sums[warp][lane] = LaneSum(row, tile, lane);
+    scratch.lane_sums[warp][lane] = LaneSum(row, tile, lane, ids_per_lane);
     __syncwarp();
     if (lane == 0) {
       double sum = 0.0;
@@ -249,7 +258,7 @@ __global__ void ChooseTokensKernel(const float* logits, int64_t vocab,
     scratch.found_tile = -1;
     for (int64_t t = 0; t < tiles; ++t) {
       if (target < cumulative + scratch.tile_sums[t]) {
-        scratch.found_tile = static_cast<int>(t);
+        scratch.found_tile = t;
         scratch.offset = target - cumulative;
         break;
       }
@@ -258,9 +267,11 @@ __global__ void ChooseTokensKernel(const float* logits, int64_t vocab,
     if (scratch.found_tile < 0) {
       // Rounding left the target at or past the total: the last tile with
       // any weight, and in it the last survivor with any (offset +inf).
+      // (No tile has any only for settings the engine never sends, a NaN
+      // temperature or min_p > 1: the argmax then.)
       for (int64_t t = tiles - 1; t >= 0; --t) {
         if (scratch.tile_sums[t] > 0.0) {
-          scratch.found_tile = static_cast<int>(t);
+          scratch.found_tile = t;
           break;
         }
       }
@@ -268,53 +279,140 @@ __global__ void ChooseTokensKernel(const float* logits, int64_t vocab,
     }
   }
   __syncthreads();
-  if (warp != 0) return;
-  const int64_t tile = scratch.found_tile;  // ≥ 0: the max weighs 1
-  scratch.lane_sums[0][lane] = LaneSum(row, tile, lane);
-  __syncwarp();
-  if (lane != 0) return;
-  // The tile's lanes, then the lane's ids, in the tile sum's order.
-  double offset = scratch.offset;
-  int found_lane = -1, last_lane = -1;
-  for (int l = 0; l < kWarpSize; ++l) {
-    const double sum = scratch.lane_sums[0][l];
-    if (sum > 0.0) last_lane = l;
-    if (offset < sum) {
-      found_lane = l;
-      break;
+  const int64_t tile = scratch.found_tile;
+  if (tile < 0) {
+    if (threadIdx.x == 0) scratch.token = argmax;
+  } else if (warp == 0) {
+    scratch.lane_sums[0][lane] = LaneSum(row, tile, lane, ids_per_lane);
+    __syncwarp();
+    if (lane == 0) {
+      // The tile's lanes, then the lane's ids, in the tile sum's order.
+      double offset = scratch.offset;
+      int found_lane = -1, last_lane = -1;
+      for (int l = 0; l < kWarpSize; ++l) {
+        const double sum = scratch.lane_sums[0][l];
+        if (sum > 0.0) last_lane = l;
+        if (offset < sum) {
+          found_lane = l;
+          break;
+        }
+        offset -= sum;
+      }
+      if (found_lane < 0) {
+        found_lane = last_lane;
+        offset = INFINITY;
+      }
+      int32_t token = -1, last_token = -1;
+      const int64_t first = (tile * kWarpSize + found_lane) * ids_per_lane;
+      double cumulative = 0.0;
+      for (int64_t j = 0; j < ids_per_lane && first + j < vocab; ++j) {
+        const int64_t i = first + j;
+        const float logit = row.x[i];
+        if (!row.Survives(logit, i)) continue;
+        const double w = row.Weight(logit);
+        if (w > 0.0) last_token = static_cast<int32_t>(i);
+        cumulative += w;
+        if (offset < cumulative) {
+          token = static_cast<int32_t>(i);
+          break;
+        }
+      }
+      scratch.token = token >= 0 ? token : last_token;
     }
-    offset -= sum;
   }
-  if (found_lane < 0) {
-    found_lane = last_lane;
-    offset = INFINITY;
+  // The token is in; lane_sums and the broadcasts are free again after.
+  __syncthreads();
+  return scratch.token;
+}
+
+// The raw logprobs of `raw` (finite; floor 0, no min-p) for `token` and the
+// `num_top` most likely tokens, written by thread 0: the host's formulas
+// (TokenLogprobs), the sum in another order; the top by a count cut of the
+// rank keys, gathered and put in rank order.
+__device__ void RowLogprobs(const Row& raw, int32_t token, int32_t num_top,
+                            ChooseScratch& scratch, TokenLogprobs* out) {
+  double sum = 0.0;
+  for (int64_t i = threadIdx.x; i < raw.n; i += blockDim.x) {
+    sum += static_cast<double>(expf(raw.x[i] - raw.max_logit));
   }
-  int32_t token = -1, last_token = -1;
-  const int64_t first = tile * kTileIds + int64_t{found_lane} * kIdsPerLane;
-  double cumulative = 0.0;
-  for (int j = 0; j < kIdsPerLane && first + j < vocab; ++j) {
-    const int64_t i = first + j;
-    const float logit = row.x[i];
-    if (!row.Survives(logit, i)) continue;
-    const double w = row.Weight(logit);
-    if (w > 0.0) last_token = static_cast<int32_t>(i);
-    cumulative += w;
-    if (offset < cumulative) {
-      token = static_cast<int32_t>(i);
-      break;
+  sum = BlockSum(sum, scratch.sum_scratch);
+  const double log_sum_exp = raw.max_logit + log(sum);
+  const int32_t count = static_cast<int32_t>(
+      num_top < raw.n ? (num_top < kMaxTopLogprobs ? num_top : kMaxTopLogprobs)
+                      : raw.n);
+  if (count > 0) {
+    const uint64_t cut =
+        count < raw.n ? RankCut<true>(raw, static_cast<double>(count), scratch) : 0;
+    if (threadIdx.x == 0) scratch.gathered = 0;
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < raw.n; i += blockDim.x) {
+      const uint64_t key = RankKey(raw.x[i], i);
+      if (key >= cut) {
+        const int slot = atomicAdd(&scratch.gathered, 1);
+        scratch.top_keys[slot] = key;
+        scratch.top_ids[slot] = static_cast<int32_t>(i);
+      }
     }
+    __syncthreads();
   }
-  ids[blockIdx.x] = token >= 0 ? token : last_token;
+  if (threadIdx.x != 0) return;
+  out->chosen = static_cast<float>(raw.x[token] - log_sum_exp);
+  out->count = count;
+  // Rank order (larger keys first): an insertion sort of at most 20.
+  for (int a = 1; a < count; ++a) {
+    const uint64_t key = scratch.top_keys[a];
+    const int32_t id = scratch.top_ids[a];
+    int b = a;
+    for (; b > 0 && scratch.top_keys[b - 1] < key; --b) {
+      scratch.top_keys[b] = scratch.top_keys[b - 1];
+      scratch.top_ids[b] = scratch.top_ids[b - 1];
+    }
+    scratch.top_keys[b] = key;
+    scratch.top_ids[b] = id;
+  }
+  for (int r = 0; r < count; ++r) {
+    out->top_ids[r] = scratch.top_ids[r];
+    out->top_logprobs[r] = static_cast<float>(raw.x[scratch.top_ids[r]] - log_sum_exp);
+  }
+}
+
+__global__ void __launch_bounds__(kChooseThreads)
+    ChooseTokensKernel(const float* logits, int64_t vocab,
+                                   const TokenChoice* choices, int32_t* ids,
+                                   TokenLogprobs* logprobs) {
+  __shared__ ChooseScratch scratch;
+  const TokenChoice choice = choices[blockIdx.x];
+  Row row;
+  row.x = logits + blockIdx.x * vocab;
+  row.n = vocab;
+  row.inverse_temperature = 1.0;
+  row.floor = 0;
+  row.log_min_p = -INFINITY;
+  int argmax;
+  bool nonfinite;
+  BlockArgMax(row.x, vocab, scratch.argmax, &row.max_logit, &argmax, &nonfinite);
+  if (nonfinite || argmax == INT_MAX) {
+    if (threadIdx.x == 0) ids[blockIdx.x] = -1;
+    return;  // the whole block: no token, no logprobs
+  }
+  const Row raw = row;
+  const int32_t token = choice.temperature < TokenChoice::kGreedyTemperature
+                            ? argmax
+                            : DrawToken(row, choice, argmax, scratch);
+  if (threadIdx.x == 0) ids[blockIdx.x] = token;
+  if (logprobs != nullptr && choice.num_logprobs >= 0) {
+    RowLogprobs(raw, token, choice.num_logprobs, scratch, &logprobs[blockIdx.x]);
+  }
 }
 
 }  // namespace
 
 void LaunchChooseTokens(const float* logits, int64_t num_rows, int64_t vocab,
                         const TokenChoice* choices, int32_t* ids,
-                        cudaStream_t stream) {
+                        TokenLogprobs* logprobs, cudaStream_t stream) {
   if (num_rows <= 0) return;
   TRIBUTARY_LAUNCH(ChooseTokensKernel, static_cast<unsigned>(num_rows),
-                   kChooseThreads, stream)(logits, vocab, choices, ids);
+                   kChooseThreads, stream)(logits, vocab, choices, ids, logprobs);
 }
 
 }  // namespace cuda

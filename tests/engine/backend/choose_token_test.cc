@@ -14,6 +14,7 @@
 #include "engine/backend/cpu/reference_ops.h"
 #include "engine/backend/element_type.h"
 #include "engine/sampling/candidate_list.h"
+#include "engine/sampling/logprobs.h"
 #include "engine/sampling/sampler.h"
 
 namespace tributary {
@@ -81,6 +82,29 @@ TEST(ChooseTokenTest, TiesGoToTheLowerIdAndSignedZerosTie) {
     const int32_t token = reference::ChooseToken(logits.data(), 64, choice);
     EXPECT_EQ(token, HostToken(logits, s, u));
     EXPECT_EQ(token, static_cast<int32_t>(u * 5));
+  }
+}
+
+// The raw logprobs of the reference equal the host sampler's (logprobs.h),
+// bit for bit: the chosen token's and the top n, ties to the lower id.
+TEST(ChooseTokenTest, RowLogprobsEqualTheHostSamplers) {
+  std::mt19937_64 rng(12);
+  for (int64_t vocab : {5, 1000}) {
+    for (int row = 0; row < 10; ++row) {
+      const std::vector<float> logits = TiedLogits(rng, vocab);
+      const double lse = LogSumExp(logits);
+      for (int32_t n : {0, 1, 7, 20}) {
+        const int32_t token = static_cast<int32_t>((row * 37) % vocab);
+        const TokenLogprobs got = reference::RowLogprobs(logits.data(), vocab, token, n);
+        EXPECT_EQ(got.chosen, static_cast<float>(logits[token] - lse));
+        const std::vector<TokenLogprob> want = TopLogprobs(logits, lse, n);
+        ASSERT_EQ(got.count, static_cast<int32_t>(want.size()));
+        for (int32_t k = 0; k < got.count; ++k) {
+          EXPECT_EQ(got.top_ids[k], want[k].token_id) << "vocab " << vocab << " n " << n;
+          EXPECT_EQ(got.top_logprobs[k], want[k].logprob);
+        }
+      }
+    }
   }
 }
 

@@ -585,7 +585,11 @@ TEST_F(CudaBackendTest, ArgMaxRows) {
 // different settings: greedy, temperature alone, top-k (1, small, larger
 // than the vocabulary), top-p (with and without top-k), min-p, and the
 // uniform's extremes; bf16-rounded logits so that ties are common; a NaN
-// and an -inf row give -1. Also at the 27B's vocabulary.
+// and an -inf row give -1. Also at the 27B's vocabulary, and past the
+// draw's 1024 tiles of 512 ids. Rows asking
+// logprobs (0, 1, 5 or 20 of the top) get the reference's ranking exactly
+// and its values to f32 rounding (the log-sum-exp's sum runs in another
+// order).
 TEST_F(CudaBackendTest, ChooseTokensFollowTheReference) {
   struct Settings {
     float temperature;
@@ -601,9 +605,10 @@ TEST_F(CudaBackendTest, ChooseTokensFollowTheReference) {
       {1.0f, 5, 0.999f, 0.0f}};
   std::uniform_real_distribution<double> uniform(0.0, 1.0);
   std::normal_distribution<float> normal(0.0f, 3.0f);
-  for (int64_t vocab : {int64_t{3001}, int64_t{248320}}) {
+  // 600001: past 1024 tiles of 512 ids, so the draw's lanes grow.
+  for (int64_t vocab : {int64_t{3001}, int64_t{248320}, int64_t{600001}}) {
     SCOPED_TRACE(vocab);
-    const int64_t rows = vocab > 100000 ? 4 : 50;
+    const int64_t rows = vocab > 300000 ? 2 : vocab > 100000 ? 4 : 50;
     std::vector<float> values(static_cast<size_t>(rows * vocab));
     for (float& v : values) v = RoundBf16(normal(rng_));
     std::vector<TokenChoice> choices(static_cast<size_t>(rows));
@@ -611,6 +616,8 @@ TEST_F(CudaBackendTest, ChooseTokensFollowTheReference) {
       const Settings& s = settings[r % std::size(settings)];
       const double u = r % 7 == 0 ? 0.0 : r % 7 == 1 ? std::nextafter(1.0, 0.0) : uniform(rng_);
       choices[r] = TokenChoice{s.temperature, s.top_k, s.top_p, s.min_p, u};
+      const int32_t asks[] = {-1, 0, 1, 5, 20};
+      choices[r].num_logprobs = asks[r % 5];
     }
     if (rows > 10) {
       values[10 * vocab + 40] = NAN;
@@ -632,18 +639,34 @@ TEST_F(CudaBackendTest, ChooseTokensFollowTheReference) {
     Tensor x_gpu = Upload(*gpu_, kF32, Shape{rows, vocab}, values);
     auto ids_cpu = cpu_->Allocate(kI32, Shape{rows});
     auto ids_gpu = gpu_->Allocate(kI32, Shape{rows});
-    ASSERT_TRUE(ids_cpu.ok() && ids_gpu.ok());
-    cpu_->ChooseTokens(x_cpu, upload_words(*cpu_), *ids_cpu);
-    gpu_->ChooseTokens(x_gpu, upload_words(*gpu_), *ids_gpu);
+    const Shape logprob_shape{rows, kTokenLogprobsWords};
+    auto logprobs_cpu = cpu_->Allocate(kI32, logprob_shape);
+    auto logprobs_gpu = gpu_->Allocate(kI32, logprob_shape);
+    ASSERT_TRUE(ids_cpu.ok() && ids_gpu.ok() && logprobs_cpu.ok() && logprobs_gpu.ok());
+    cpu_->ChooseTokens(x_cpu, upload_words(*cpu_), *ids_cpu, *logprobs_cpu);
+    gpu_->ChooseTokens(x_gpu, upload_words(*gpu_), *ids_gpu, *logprobs_gpu);
     std::vector<int32_t> want(rows), got(rows);
     ASSERT_TRUE(cpu_->CopyToHost(*ids_cpu, want.data()).ok());
     ASSERT_TRUE(gpu_->CopyToHost(*ids_gpu, got.data()).ok());
+    std::vector<TokenLogprobs> want_lp(rows), got_lp(rows);
+    ASSERT_TRUE(cpu_->CopyToHost(*logprobs_cpu, want_lp.data()).ok());
+    ASSERT_TRUE(gpu_->CopyToHost(*logprobs_gpu, got_lp.data()).ok());
     for (int64_t r = 0; r < rows; ++r) {
       const TokenChoice& c = choices[r];
-      EXPECT_EQ(got[r], want[r])
-          << "row " << r << ": T " << c.temperature << " k " << c.top_k << " p "
-          << c.top_p << " min_p " << c.min_p << " u " << c.uniform << " (seed "
-          << TestSeed() << ")";
+      SCOPED_TRACE(::testing::Message()
+                   << "row " << r << ": T " << c.temperature << " k " << c.top_k
+                   << " p " << c.top_p << " min_p " << c.min_p << " u "
+                   << c.uniform << " logprobs " << c.num_logprobs << " (seed "
+                   << TestSeed() << ")");
+      EXPECT_EQ(got[r], want[r]);
+      if (want[r] < 0 || c.num_logprobs < 0) continue;
+      EXPECT_NEAR(got_lp[r].chosen, want_lp[r].chosen, 1e-5);
+      ASSERT_EQ(got_lp[r].count, want_lp[r].count);
+      ASSERT_EQ(got_lp[r].count, c.num_logprobs);
+      for (int32_t k = 0; k < got_lp[r].count; ++k) {
+        EXPECT_EQ(got_lp[r].top_ids[k], want_lp[r].top_ids[k]) << "top " << k;
+        EXPECT_NEAR(got_lp[r].top_logprobs[k], want_lp[r].top_logprobs[k], 1e-5);
+      }
     }
     if (rows > 10) {
       EXPECT_EQ(want[10], -1);

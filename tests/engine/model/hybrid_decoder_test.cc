@@ -167,6 +167,7 @@ TEST(HybridDecoderTest, DeviceChoiceRowsGetTheTokenOfTheirLogits) {
   options.token_choices = {TokenChoice{1.0f, 0, 0.9f, 0.0f, 0.3},
                            TokenChoice{0.5f, 0, 1.0f, 0.0f, 0.5},  // logits row
                            TokenChoice{0.7f, 20, 1.0f, 0.05f, 0.8}};
+  options.token_choices[2].num_logprobs = 4;  // and its raw logprobs
   auto drawn = h.decoder().Forward(layout, ids, options);
   ASSERT_TRUE(drawn.ok()) << drawn.status();
   ASSERT_EQ(drawn->device_ids.size(), 3u);
@@ -175,6 +176,15 @@ TEST(HybridDecoderTest, DeviceChoiceRowsGetTheTokenOfTheirLogits) {
               reference::ChooseToken(full->logits.data() + r * vocab, vocab,
                                      options.token_choices[r]))
         << "row " << r;
+  }
+  ASSERT_EQ(drawn->device_logprobs.size(), 3u);
+  const TokenLogprobs want = reference::RowLogprobs(
+      full->logits.data() + 2 * vocab, vocab, drawn->device_ids[2], 4);
+  EXPECT_EQ(drawn->device_logprobs[2].chosen, want.chosen);
+  ASSERT_EQ(drawn->device_logprobs[2].count, 4);
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(drawn->device_logprobs[2].top_ids[k], want.top_ids[k]);
+    EXPECT_EQ(drawn->device_logprobs[2].top_logprobs[k], want.top_logprobs[k]);
   }
   EXPECT_EQ(drawn->logits, some->logits);
   options.token_choices.pop_back();

@@ -34,6 +34,7 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __launch_bounds__(...)
 // One block at a time per host thread: a function-local static per thread
 // is the block's shared memory.
 #define __shared__ static thread_local
@@ -109,8 +110,12 @@ inline T __shfl_xor_sync(unsigned mask, T value, int lane_mask) {
 inline int atomicOr(int* address, int value) {
   return __atomic_fetch_or(address, value, __ATOMIC_SEQ_CST);
 }
+inline int atomicAdd(int* address, int value) {
+  return __atomic_fetch_add(address, value, __ATOMIC_SEQ_CST);
+}
 
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 inline unsigned __float_as_uint(float x) {
   unsigned bits;
   std::memcpy(&bits, &x, sizeof(bits));
