@@ -76,10 +76,11 @@ struct EngineOptions {
   int cuda_device = 0;
   // CUDA: run decode steps as CUDA graphs (BackendOptions::cuda_graphs).
   bool cuda_graphs = true;
-  // Where requests without penalties that sample, or ask logprobs, get their
+  // Where requests that sample, ask logprobs or have penalties get their
   // tokens: on the backend (Backend::ChooseTokens: only the ids and the
-  // asked logprobs come back) or from the host sampler on the copied logits
-  // row. Both follow one rule and give
+  // asked logprobs come back; penalties from each request's distinct
+  // history ids, uploaded every step) or from the host sampler on the
+  // copied logits row. Both follow one rule and give
   // the same tokens (up to sums in another order on a device). kAuto: on
   // the backend for CUDA, on the host for the CPU (whose logits are host
   // memory already, and whose ChooseTokens is the naive full sort).

@@ -145,6 +145,11 @@ struct Engine::Impl {
                         absl::Span<const float> row);
   SequenceOutput TakeDeviceToken(engine_internal::RequestState& r, int32_t id,
                                  const TokenLogprobs* logprobs);
+  // Appends r's penalty entries to `history` and points `choice` at them.
+  void AppendHistory(const engine_internal::RequestState& r, TokenChoice* choice,
+                     std::vector<TokenHistoryEntry>* history);
+  // Scratch of AppendHistory (engine thread only).
+  absl::flat_hash_map<int32_t, int32_t> history_counts;
   SequenceOutput EmitToken(engine_internal::RequestState& r,
                            absl::StatusOr<SampleResult> sample);
 };

@@ -146,6 +146,23 @@ SequenceOutput Engine::Impl::Sample(RequestState& r,
   return EmitToken(r, sampler.Sample(row, r.params, history, r.seed));
 }
 
+// The distinct ids a request's penalties touch, with their output counts:
+// the output's, and the prompt's too when the repetition penalty is on
+// (presence and frequency see the output only).
+void Engine::Impl::AppendHistory(const RequestState& r, TokenChoice* choice,
+                                 std::vector<TokenHistoryEntry>* history) {
+  history_counts.clear();
+  for (int32_t id : r.output) ++history_counts[id];
+  if (r.params.repetition_penalty != 1.0f) {
+    for (int32_t id : r.prompt) history_counts.try_emplace(id, 0);
+  }
+  choice->history_begin = static_cast<int32_t>(history->size());
+  choice->history_count = static_cast<int32_t>(history_counts.size());
+  for (const auto& [id, count] : history_counts) {
+    history->push_back(TokenHistoryEntry{id, count, 0.0f});
+  }
+}
+
 SequenceOutput Engine::Impl::TakeDeviceToken(RequestState& r, int32_t id,
                                              const TokenLogprobs* logprobs) {
   if (id < 0) {
@@ -309,10 +326,10 @@ bool Engine::Impl::Step() {
   forward_options.logits_for_all_tokens = false;
   // Rows whose logits nobody reads in full get their token chosen on the
   // backend: greedy sampling without penalties or logprobs (the argmax, the
-  // host sampler's choice); with device sampling, any request without
-  // penalties, logprobs included (the host sampler's rule and formulas:
-  // token_choice.h); and prefill chunks that sample nothing. Their logits
-  // stay on the device. Penalties need the token history: host only.
+  // host sampler's choice); with device sampling, every request (the host
+  // sampler's rule and formulas: token_choice.h; penalties from the
+  // distinct ids of its prompt and output, uploaded each step); and prefill
+  // chunks that sample nothing. Their logits stay on the device.
   forward_options.device_choice.assign(n, false);
   std::vector<TokenChoice> token_choices(n);  // default: the argmax
   bool draws = false;
@@ -320,20 +337,26 @@ bool Engine::Impl::Step() {
   for (size_t i = 0; i < n; ++i) {
     const RequestState* r = requests[i];
     bool device = r == nullptr || done[i] || !plan.sequences[i].samples_token();
-    if (!device && !r->params.has_penalties()) {
-      const bool logprobs = r->params.num_logprobs.has_value();
-      if (r->params.is_greedy() && !logprobs) {
+    if (!device) {
+      const SamplingParams& p = r->params;
+      const bool logprobs = p.num_logprobs.has_value();
+      if (p.is_greedy() && !logprobs && !p.has_penalties()) {
         device = true;
       } else if (device_sampling) {
         device = true;
         draws = true;
         TokenChoice& choice = token_choices[i];
-        if (!r->params.is_greedy()) {
-          choice = TokenChoice{
-              r->params.temperature, r->params.top_k, r->params.top_p,
-              r->params.min_p, UniformForToken(r->seed, r->output.size())};
+        if (!p.is_greedy()) {
+          choice = TokenChoice{p.temperature, p.top_k, p.top_p, p.min_p,
+                               UniformForToken(r->seed, r->output.size())};
         }
-        choice.num_logprobs = logprobs ? *r->params.num_logprobs : -1;
+        choice.num_logprobs = logprobs ? *p.num_logprobs : -1;
+        if (p.has_penalties()) {
+          choice.repetition_penalty = p.repetition_penalty;
+          choice.presence_penalty = p.presence_penalty;
+          choice.frequency_penalty = p.frequency_penalty;
+          AppendHistory(*r, &choice, &forward_options.token_history);
+        }
       }
     }
     forward_options.device_choice[i] = device;

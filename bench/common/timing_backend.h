@@ -142,10 +142,11 @@ class TimingBackend final : public Backend {
   void ArgMaxRows(const Tensor& x, const Tensor& ids) override {
     TimeVoid("ArgMaxRows", [&] { inner_->ArgMaxRows(x, ids); });
   }
-  void ChooseTokens(const Tensor& x, const Tensor& choices, const Tensor& ids,
+  void ChooseTokens(const Tensor& x, const Tensor& choices,
+                    const Tensor& history, const Tensor& ids,
                     const Tensor& logprobs) override {
     TimeVoid("ChooseTokens",
-             [&] { inner_->ChooseTokens(x, choices, ids, logprobs); });
+             [&] { inner_->ChooseTokens(x, choices, history, ids, logprobs); });
   }
   void AddScaledVector(const Tensor& x, int64_t row_begin, int64_t row_end,
                        const Tensor& v, float scale) override {

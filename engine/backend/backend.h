@@ -167,11 +167,15 @@ class Backend {
   // ids [R] (i32) = for each row of x [R, V] (f32), the token of its
   // TokenChoice (choices [R, kTokenChoiceWords] i32, the structs' bytes), or
   // -1 when the row holds a NaN or an infinity: sampling on the device, so
-  // that only the ids come back. When `logprobs` has data ([R,
-  // kTokenLogprobsWords] i32), a row with num_logprobs ≥ 0 and a token gets
-  // its TokenLogprobs there (other rows' entries are left as they were).
+  // that only the ids come back. A row with penalties reads its entries of
+  // `history` ([E, kTokenHistoryWords] i32, TokenHistoryEntry; may be empty
+  // when no row has penalties), and its row of x is penalized in place.
+  // When `logprobs` has data ([R, kTokenLogprobsWords] i32), a row with
+  // num_logprobs ≥ 0 and a token gets its TokenLogprobs there (of the raw
+  // row; other rows' entries are left as they were).
   virtual void ChooseTokens(const Tensor& x, const Tensor& choices,
-                            const Tensor& ids, const Tensor& logprobs) = 0;
+                            const Tensor& history, const Tensor& ids,
+                            const Tensor& logprobs) = 0;
 
   // --- Interventions on the residual stream (per-request steering) ----------
   // x [T, d] rows [row_begin, row_end) += scale · v (v [d], f32).

@@ -5,6 +5,13 @@
 
 #include <cstdint>
 
+// The kernels (sampling_kernels.cu) call the structs' helpers too.
+#if defined(__CUDACC__)
+#define TRIBUTARY_HOST_DEVICE __host__ __device__
+#else
+#define TRIBUTARY_HOST_DEVICE
+#endif
+
 namespace tributary {
 
 // One logits row's sampling settings for Backend::ChooseTokens, uploaded
@@ -27,6 +34,12 @@ namespace tributary {
 // host's only where a cut falls within f64 rounding (~1e-16) of a boundary
 // (or where a weight rounds the other way, above).
 // With num_logprobs ≥ 0 the row's raw logprobs come back too (TokenLogprobs).
+// Penalties (engine/sampling/logits_penalizer.h) apply first, to the tokens
+// of the row's history entries (TokenHistoryEntry): each distinct id of the
+// prompt and the output once, repetition (logit > 0 ? logit / r : logit ·
+// r) and then, for ids the output holds, logit − presence − frequency ·
+// count, in f64 and clamped to the finite f32 range; the logprobs stay of
+// the raw row.
 struct TokenChoice {
   static constexpr float kGreedyTemperature = 1e-5f;  // SamplingParams'
   float temperature = 0.0f;
@@ -37,10 +50,32 @@ struct TokenChoice {
   // -1: no logprobs; 0: the chosen token's; n in 1 … kMaxTopLogprobs: also
   // the n most likely tokens' (TokenLogprobs).
   int32_t num_logprobs = -1;
+  // Penalties (1, 0, 0: off) over the history entries [history_begin,
+  // history_begin + history_count) of the call's history.
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  int32_t history_begin = 0;
+  int32_t history_count = 0;
   int32_t reserved = 0;  // uploaded as is: keep 0
+
+  TRIBUTARY_HOST_DEVICE bool has_penalties() const {
+    return history_count > 0 && (repetition_penalty != 1.0f ||
+                                 presence_penalty != 0.0f ||
+                                 frequency_penalty != 0.0f);
+  }
 };
 constexpr int64_t kTokenChoiceWords = sizeof(TokenChoice) / sizeof(int32_t);
-static_assert(sizeof(TokenChoice) == 32, "uploaded as 8 words");
+static_assert(sizeof(TokenChoice) == 56, "uploaded as 14 words");
+
+// One distinct token of a row's prompt and output, for its penalties.
+struct TokenHistoryEntry {
+  int32_t token_id = 0;
+  int32_t output_count = 0;  // occurrences in the output (0: prompt only)
+  float raw_logit = 0.0f;    // scratch: the backend keeps the unpenalized logit
+};
+constexpr int64_t kTokenHistoryWords = sizeof(TokenHistoryEntry) / sizeof(int32_t);
+static_assert(sizeof(TokenHistoryEntry) == 12, "uploaded as 3 words");
 
 // The most top logprobs a row can ask (SamplingParams::kMaxNumLogprobs).
 constexpr int32_t kMaxTopLogprobs = 20;

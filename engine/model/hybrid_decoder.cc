@@ -449,9 +449,27 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
         absl::StrCat("token_choices has ", options.token_choices.size(),
                      " entries for ", num_rows, " logit rows"));
   }
+  const int64_t num_history = static_cast<int64_t>(options.token_history.size());
+  for (size_t r = 0; r < options.token_choices.size(); ++r) {
+    const TokenChoice& choice = options.token_choices[r];
+    if (choice.history_begin < 0 || choice.history_count < 0 ||
+        int64_t{choice.history_begin} + choice.history_count > num_history) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "token_choices[", r, "]: history entries [", choice.history_begin,
+          ", +", choice.history_count, ") outside the ", num_history, " given"));
+    }
+  }
+  for (size_t e = 0; e < options.token_history.size(); ++e) {
+    const int32_t id = options.token_history[e].token_id;
+    if (id < 0 || id >= c.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "token_history[", e, "]: token id ", id, " is outside the vocabulary [0, ",
+          c.vocab_size, ")"));
+    }
+  }
   const bool device_choice = !options.device_choice.empty();
   const bool draws = device_choice && !options.token_choices.empty();
-  Tensor ids_chosen, choices, logprobs;
+  Tensor ids_chosen, choices, logprobs, history;
   bool with_logprobs = false;
   for (const TokenChoice& choice : options.token_choices) {
     with_logprobs = with_logprobs || choice.num_logprobs >= 0;
@@ -464,6 +482,15 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
                                        Shape{num_rows, kTokenChoiceWords}));
     ASSIGN_OR_RETURN(logprobs, allocate(ElementType::kI32,
                                         Shape{num_rows, kTokenLogprobsWords}));
+    ASSIGN_OR_RETURN(history,
+                     allocate(ElementType::kI32,
+                              Shape{std::max<int64_t>(num_history, 1),
+                                    kTokenHistoryWords}));
+    if (draws && num_history > 0) {
+      Tensor used = history;
+      used.shape = Shape{num_history, kTokenHistoryWords};
+      RETURN_IF_ERROR(backend_->CopyFromHost(options.token_history.data(), used));
+    }
     if (draws) {
       RETURN_IF_ERROR(backend_->CopyFromHost(options.token_choices.data(), choices));
     }
@@ -543,7 +570,7 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
   backend_->RmsNorm(selected, final_norm_, eps, selected);
   backend_->MatMul(selected, lm_head_, logits);
   if (draws) {
-    backend_->ChooseTokens(logits, choices, ids_chosen, logprobs);
+    backend_->ChooseTokens(logits, choices, history, ids_chosen, logprobs);
   } else if (device_choice) {
     backend_->ArgMaxRows(logits, ids_chosen);
   }

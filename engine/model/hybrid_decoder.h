@@ -73,6 +73,10 @@ struct ForwardOptions {
   // whether it also returns the row's raw logprobs (Backend::ChooseTokens;
   // ignored for the other rows).
   std::vector<TokenChoice> token_choices{};
+  // The history entries that token_choices with penalties point into
+  // (TokenChoice::history_begin, history_count), every id in the
+  // vocabulary.
+  std::vector<TokenHistoryEntry> token_history{};
 };
 
 struct ForwardOutput {

@@ -226,16 +226,24 @@ void CpuBackend::ArgMaxRows(const Tensor& x, const Tensor& ids) {
 // The naive twin is the implementation: the CPU's logits are host memory,
 // and the engine samples them with the host sampler unless told otherwise.
 void CpuBackend::ChooseTokens(const Tensor& x, const Tensor& choices,
-                              const Tensor& ids, const Tensor& logprobs) {
+                              const Tensor& history, const Tensor& ids,
+                              const Tensor& logprobs) {
   const int64_t width = x.cols();
   const TokenChoice* choice = static_cast<const TokenChoice*>(choices.data);
+  TokenHistoryEntry* entries = static_cast<TokenHistoryEntry*>(history.data);
   TokenLogprobs* out = static_cast<TokenLogprobs*>(logprobs.data);
+  std::vector<float> raw;
   for (int64_t r = 0; r < x.rows(); ++r) {
-    const float* row = F32(x) + r * width;
+    float* row = F32(x) + r * width;
+    // Logprobs are of the raw row, the token of the penalized one; a row
+    // that is not finite gets no penalties (-1 either way).
+    const bool logprobs_asked = out != nullptr && choice[r].num_logprobs >= 0;
+    if (logprobs_asked) raw.assign(row, row + width);
+    if (ref::ArgMaxRow(row, width) >= 0) ref::ApplyPenalties(row, choice[r], entries);
     const int32_t token = ref::ChooseToken(row, width, choice[r]);
     ids.as<int32_t>()[r] = token;
-    if (out != nullptr && token >= 0 && choice[r].num_logprobs >= 0) {
-      out[r] = ref::RowLogprobs(row, width, token, choice[r].num_logprobs);
+    if (logprobs_asked && token >= 0) {
+      out[r] = ref::RowLogprobs(raw.data(), width, token, choice[r].num_logprobs);
     }
   }
 }

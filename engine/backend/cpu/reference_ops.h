@@ -85,6 +85,11 @@ int32_t ArgMaxRow(const float* x, int64_t n);
 // whole row ranked by a full sort, O(n log n).
 int32_t ChooseToken(const float* x, int64_t n, const TokenChoice& choice);
 
+// `choice`'s penalties on x[0 … n) in place, from its entries of `history`
+// (token_choice.h), the host sampler's arithmetic; each entry's raw_logit
+// gets the logit before. Nothing when the choice has none.
+void ApplyPenalties(float* x, const TokenChoice& choice, TokenHistoryEntry* history);
+
 // The raw logprobs of x[0 … n) (finite) for `token` and the `num_top` most
 // likely tokens (TokenLogprobs; num_top ≤ kMaxTopLogprobs): the host
 // sampler's formulas in its order, the ranking by a full sort.

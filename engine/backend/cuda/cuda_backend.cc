@@ -846,22 +846,27 @@ void CudaBackend::ArgMaxRows(const Tensor& x, const Tensor& ids) {
 }
 
 void CudaBackend::ChooseTokens(const Tensor& x, const Tensor& choices,
-                               const Tensor& ids, const Tensor& logprobs) {
+                               const Tensor& history, const Tensor& ids,
+                               const Tensor& logprobs) {
   if (!sticky_.ok()) return;
   if (!Require(x.type == ElementType::kF32 && ids.type == ElementType::kI32 &&
                    ids.num_elements() == x.rows() &&
                    choices.type == ElementType::kI32 &&
                    choices.num_elements() == x.rows() * kTokenChoiceWords &&
+                   (history.data == nullptr ||
+                    (history.type == ElementType::kI32 &&
+                     history.num_elements() % kTokenHistoryWords == 0)) &&
                    (logprobs.data == nullptr ||
                     (logprobs.type == ElementType::kI32 &&
                      logprobs.num_elements() == x.rows() * kTokenLogprobsWords)) &&
                    x.cols() > 0 && x.cols() < (int64_t{1} << 31),
-               "ChooseTokens: x f32 [R, V < 2^31], choices i32 [R, 8], ids "
-               "i32 [R], logprobs none or i32 [R, 42]")) {
+               "ChooseTokens: x f32 [R, V < 2^31], choices i32 [R, 14], history "
+               "none or i32 [E, 3], ids i32 [R], logprobs none or i32 [R, 42]")) {
     return;
   }
   cuda::LaunchChooseTokens(x.as<float>(), x.rows(), x.cols(),
                            static_cast<const TokenChoice*>(choices.data),
+                           static_cast<TokenHistoryEntry*>(history.data),
                            ids.as<int32_t>(),
                            static_cast<TokenLogprobs*>(logprobs.data), stream_);
   CheckLaunch("ChooseTokens");

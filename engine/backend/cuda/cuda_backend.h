@@ -169,7 +169,8 @@ class CudaBackend final : public Backend {
   void GatherRows(const Tensor& src, const Tensor& rows,
                   const Tensor& dst) override;
   void ArgMaxRows(const Tensor& x, const Tensor& ids) override;
-  void ChooseTokens(const Tensor& x, const Tensor& choices, const Tensor& ids,
+  void ChooseTokens(const Tensor& x, const Tensor& choices,
+                    const Tensor& history, const Tensor& ids,
                     const Tensor& logprobs) override;
   void AddScaledVector(const Tensor& x, int64_t row_begin, int64_t row_end,
                        const Tensor& v, float scale) override;

@@ -78,13 +78,15 @@ void LaunchL2NormRows(Typed x, int64_t num_rows, int64_t dim, float scale,
 
 // Backend::ChooseTokens: per row of logits [num_rows, vocab] (f32), the
 // token of choices[row] (token_choice.h) into ids, -1 for a row with a NaN
-// or an infinity; with `logprobs` (may be null), a row's TokenLogprobs when
-// it asks. Any vocabulary below 2^31 (the draw's tiles grow past
+// or an infinity; a row with penalties penalized in place from its entries
+// of `history` (may be null when none has); with `logprobs` (may be null),
+// a row's TokenLogprobs when it asks. Any vocabulary below 2^31 (the draw's tiles grow past
 // kMaxChooseTiles · 512 ids).
 constexpr int64_t kMaxChooseTiles = 1024;
-void LaunchChooseTokens(const float* logits, int64_t num_rows, int64_t vocab,
-                        const TokenChoice* choices, int32_t* ids,
-                        TokenLogprobs* logprobs, cudaStream_t stream);
+void LaunchChooseTokens(float* logits, int64_t num_rows, int64_t vocab,
+                        const TokenChoice* choices, TokenHistoryEntry* history,
+                        int32_t* ids, TokenLogprobs* logprobs,
+                        cudaStream_t stream);
 
 // g = −exp(a_log) · softplus(a + dt_bias), beta = sigmoid(b) over
 // [num_tokens, num_heads].

@@ -1,7 +1,10 @@
 // Sampling on the device (Backend::ChooseTokens): one block per logits row
 // chooses the row's token by the rule of token_choice.h, the host sampler's
 // canonical rule, so that only the ids come back (4 bytes a row instead of
-// a vocabulary of floats, and no host pass over it).
+// a vocabulary of floats, and no host pass over it). In order: the raw
+// row's max and finiteness, its log-sum-exp and top logprobs when asked,
+// the penalties in place (a thread per history entry), the max again, then
+// the cuts and the draw on the penalized row.
 //
 // The rule is a cut of the rank order (by logit, ties to the lower id)
 // followed by a walk in id order, and the kernel never sorts:
@@ -34,6 +37,7 @@
 // within an ulp of the host's, so the f32 weights differ only when the f64
 // result lies within that of an f32 rounding boundary (about 2⁻²⁹ of them),
 // where an f32 expf (2 ulp on the device) would differ often.
+#include <cfloat>
 #include <cmath>
 
 #include "engine/backend/cuda/cuda_kernels.h"
@@ -325,12 +329,13 @@ __device__ int32_t DrawToken(Row& row, const TokenChoice& choice,
   return scratch.token;
 }
 
-// The raw logprobs of `raw` (finite; floor 0, no min-p) for `token` and the
-// `num_top` most likely tokens, written by thread 0: the host's formulas
-// (TokenLogprobs), the sum in another order; the top by a count cut of the
-// rank keys, gathered and put in rank order.
-__device__ void RowLogprobs(const Row& raw, int32_t token, int32_t num_top,
-                            ChooseScratch& scratch, TokenLogprobs* out) {
+// The raw log-sum-exp of `raw` (finite; floor 0, no min-p), returned in
+// every thread, and the `num_top` most likely tokens' logprobs into `out`
+// (thread 0): the host's formulas (TokenLogprobs), the sum in another
+// order; the top by a count cut of the rank keys, gathered and put in rank
+// order.
+__device__ double TopLogprobs(const Row& raw, int32_t num_top,
+                              ChooseScratch& scratch, TokenLogprobs* out) {
   double sum = 0.0;
   for (int64_t i = threadIdx.x; i < raw.n; i += blockDim.x) {
     sum += static_cast<double>(expf(raw.x[i] - raw.max_logit));
@@ -355,64 +360,118 @@ __device__ void RowLogprobs(const Row& raw, int32_t token, int32_t num_top,
     }
     __syncthreads();
   }
-  if (threadIdx.x != 0) return;
-  out->chosen = static_cast<float>(raw.x[token] - log_sum_exp);
-  out->count = count;
-  // Rank order (larger keys first): an insertion sort of at most 20.
-  for (int a = 1; a < count; ++a) {
-    const uint64_t key = scratch.top_keys[a];
-    const int32_t id = scratch.top_ids[a];
-    int b = a;
-    for (; b > 0 && scratch.top_keys[b - 1] < key; --b) {
-      scratch.top_keys[b] = scratch.top_keys[b - 1];
-      scratch.top_ids[b] = scratch.top_ids[b - 1];
+  if (threadIdx.x == 0) {
+    out->count = count;
+    // Rank order (larger keys first): an insertion sort of at most 20.
+    for (int a = 1; a < count; ++a) {
+      const uint64_t key = scratch.top_keys[a];
+      const int32_t id = scratch.top_ids[a];
+      int b = a;
+      for (; b > 0 && scratch.top_keys[b - 1] < key; --b) {
+        scratch.top_keys[b] = scratch.top_keys[b - 1];
+        scratch.top_ids[b] = scratch.top_ids[b - 1];
+      }
+      scratch.top_keys[b] = key;
+      scratch.top_ids[b] = id;
     }
-    scratch.top_keys[b] = key;
-    scratch.top_ids[b] = id;
+    for (int r = 0; r < count; ++r) {
+      out->top_ids[r] = scratch.top_ids[r];
+      out->top_logprobs[r] =
+          static_cast<float>(raw.x[scratch.top_ids[r]] - log_sum_exp);
+    }
   }
-  for (int r = 0; r < count; ++r) {
-    out->top_ids[r] = scratch.top_ids[r];
-    out->top_logprobs[r] = static_cast<float>(raw.x[scratch.top_ids[r]] - log_sum_exp);
+  // The gathered top is read; the scratch is free again.
+  __syncthreads();
+  return log_sum_exp;
+}
+
+__device__ float ClampFinite(double v) {
+  return static_cast<float>(fmin(fmax(v, -static_cast<double>(FLT_MAX)),
+                                 static_cast<double>(FLT_MAX)));
+}
+
+// The row's penalties in place (token_choice.h; the host's arithmetic), a
+// thread per history entry: the ids are distinct, so no two threads write
+// one logit. Each entry keeps the raw logit.
+__device__ void ApplyPenalties(float* x, const TokenChoice& choice,
+                               TokenHistoryEntry* history) {
+  for (int64_t e = threadIdx.x; e < choice.history_count; e += blockDim.x) {
+    TokenHistoryEntry& entry = history[choice.history_begin + e];
+    float logit = x[entry.token_id];
+    entry.raw_logit = logit;
+    if (choice.repetition_penalty != 1.0f) {
+      const double penalty = choice.repetition_penalty;
+      const double value = logit;
+      logit = ClampFinite(value > 0 ? value / penalty : value * penalty);
+    }
+    if ((choice.presence_penalty != 0.0f || choice.frequency_penalty != 0.0f) &&
+        entry.output_count > 0) {
+      logit = ClampFinite(static_cast<double>(logit) - choice.presence_penalty -
+                          static_cast<double>(choice.frequency_penalty) *
+                              entry.output_count);
+    }
+    x[entry.token_id] = logit;
   }
 }
 
 __global__ void __launch_bounds__(kChooseThreads)
-    ChooseTokensKernel(const float* logits, int64_t vocab,
-                                   const TokenChoice* choices, int32_t* ids,
-                                   TokenLogprobs* logprobs) {
+    ChooseTokensKernel(float* logits, int64_t vocab, const TokenChoice* choices,
+                       TokenHistoryEntry* history, int32_t* ids,
+                       TokenLogprobs* logprobs) {
   __shared__ ChooseScratch scratch;
   const TokenChoice choice = choices[blockIdx.x];
+  float* const x = logits + blockIdx.x * vocab;
   Row row;
-  row.x = logits + blockIdx.x * vocab;
+  row.x = x;
   row.n = vocab;
   row.inverse_temperature = 1.0;
   row.floor = 0;
   row.log_min_p = -INFINITY;
   int argmax;
   bool nonfinite;
-  BlockArgMax(row.x, vocab, scratch.argmax, &row.max_logit, &argmax, &nonfinite);
+  BlockArgMax(x, vocab, scratch.argmax, &row.max_logit, &argmax, &nonfinite);
   if (nonfinite || argmax == INT_MAX) {
     if (threadIdx.x == 0) ids[blockIdx.x] = -1;
     return;  // the whole block: no token, no logprobs
   }
-  const Row raw = row;
+  // Logprobs are of the raw row: its log-sum-exp and top before penalties.
+  const bool want_logprobs = logprobs != nullptr && choice.num_logprobs >= 0;
+  TokenLogprobs* const out = want_logprobs ? &logprobs[blockIdx.x] : nullptr;
+  const double log_sum_exp =
+      want_logprobs ? TopLogprobs(row, choice.num_logprobs, scratch, out) : 0.0;
+  const bool penalized = choice.has_penalties() && history != nullptr;
+  if (penalized) {
+    ApplyPenalties(x, choice, history);
+    __syncthreads();
+    BlockArgMax(x, vocab, scratch.argmax, &row.max_logit, &argmax, &nonfinite);
+  }
   const int32_t token = choice.temperature < TokenChoice::kGreedyTemperature
                             ? argmax
                             : DrawToken(row, choice, argmax, scratch);
-  if (threadIdx.x == 0) ids[blockIdx.x] = token;
-  if (logprobs != nullptr && choice.num_logprobs >= 0) {
-    RowLogprobs(raw, token, choice.num_logprobs, scratch, &logprobs[blockIdx.x]);
+  if (threadIdx.x != 0) return;
+  ids[blockIdx.x] = token;
+  if (want_logprobs) {
+    float raw = x[token];
+    if (penalized) {
+      for (int32_t e = 0; e < choice.history_count; ++e) {
+        const TokenHistoryEntry& entry = history[choice.history_begin + e];
+        if (entry.token_id == token) raw = entry.raw_logit;
+      }
+    }
+    out->chosen = static_cast<float>(raw - log_sum_exp);
   }
 }
 
 }  // namespace
 
-void LaunchChooseTokens(const float* logits, int64_t num_rows, int64_t vocab,
-                        const TokenChoice* choices, int32_t* ids,
-                        TokenLogprobs* logprobs, cudaStream_t stream) {
+void LaunchChooseTokens(float* logits, int64_t num_rows, int64_t vocab,
+                        const TokenChoice* choices, TokenHistoryEntry* history,
+                        int32_t* ids, TokenLogprobs* logprobs,
+                        cudaStream_t stream) {
   if (num_rows <= 0) return;
   TRIBUTARY_LAUNCH(ChooseTokensKernel, static_cast<unsigned>(num_rows),
-                   kChooseThreads, stream)(logits, vocab, choices, ids, logprobs);
+                   kChooseThreads, stream)(logits, vocab, choices, history, ids,
+                                           logprobs);
 }
 
 }  // namespace cuda

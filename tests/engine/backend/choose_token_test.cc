@@ -15,7 +15,10 @@
 #include "engine/backend/element_type.h"
 #include "engine/sampling/candidate_list.h"
 #include "engine/sampling/logprobs.h"
+#include "engine/sampling/philox.h"
 #include "engine/sampling/sampler.h"
+#include "engine/sampling/sampling_params.h"
+#include "engine/sampling/token_history.h"
 
 namespace tributary {
 namespace {
@@ -102,6 +105,68 @@ TEST(ChooseTokenTest, RowLogprobsEqualTheHostSamplers) {
         for (int32_t k = 0; k < got.count; ++k) {
           EXPECT_EQ(got.top_ids[k], want[k].token_id) << "vocab " << vocab << " n " << n;
           EXPECT_EQ(got.top_logprobs[k], want[k].logprob);
+        }
+      }
+    }
+  }
+}
+
+// Penalties: the reference's ApplyPenalties then ChooseToken, from the
+// distinct ids of a history, equal Sampler::Sample with the same history,
+// settings and seed (the host sampler draws u from the seed and the output
+// length), greedy and sampled, each penalty alone and together; the
+// entries keep the raw logits.
+TEST(ChooseTokenTest, PenaltiesEqualTheHostSamplers) {
+  std::mt19937_64 rng(13);
+  std::uniform_int_distribution<int32_t> id(0, 299);
+  const int64_t vocab = 300;
+  struct Penalties {
+    float repetition, presence, frequency;
+  };
+  for (int row = 0; row < 30; ++row) {
+    const std::vector<float> logits = TiedLogits(rng, vocab);
+    std::vector<int32_t> prompt(20), output(12);
+    for (int32_t& t : prompt) t = id(rng);
+    for (int32_t& t : output) t = id(rng) % 40;  // repeats
+    const TokenHistory history{prompt, output};
+    for (const Penalties& pen : {Penalties{1.3f, 0, 0}, Penalties{1, 0.5f, 0},
+                                 Penalties{1, 0, 0.4f}, Penalties{0.8f, -0.3f, 0.6f}}) {
+      for (float temperature : {0.0f, 0.9f}) {
+        SamplingParams params;
+        params.temperature = temperature;
+        params.top_p = 0.9f;
+        params.repetition_penalty = pen.repetition;
+        params.presence_penalty = pen.presence;
+        params.frequency_penalty = pen.frequency;
+        const uint64_t seed = static_cast<uint64_t>(row) * 7 + 1;
+        Sampler sampler;
+        auto want = sampler.Sample(logits, params, history, seed);
+        ASSERT_TRUE(want.ok()) << want.status();
+        // The entries: distinct ids, output counts (prompt ids too, for the
+        // repetition penalty).
+        std::vector<TokenHistoryEntry> entries;
+        auto entry_of = [&](int32_t t) -> TokenHistoryEntry& {
+          for (TokenHistoryEntry& e : entries) {
+            if (e.token_id == t) return e;
+          }
+          return entries.emplace_back(TokenHistoryEntry{t, 0, 0.0f});
+        };
+        for (int32_t t : output) ++entry_of(t).output_count;
+        for (int32_t t : prompt) entry_of(t);
+        TokenChoice choice{temperature, 0, 0.9f, 0.0f,
+                           UniformForToken(seed, output.size())};
+        choice.repetition_penalty = pen.repetition;
+        choice.presence_penalty = pen.presence;
+        choice.frequency_penalty = pen.frequency;
+        choice.history_count = static_cast<int32_t>(entries.size());
+        std::vector<float> row_copy = logits;
+        reference::ApplyPenalties(row_copy.data(), choice, entries.data());
+        EXPECT_EQ(reference::ChooseToken(row_copy.data(), vocab, choice),
+                  want->token_id)
+            << "row " << row << " T " << temperature << " r " << pen.repetition
+            << " p " << pen.presence << " f " << pen.frequency;
+        for (const TokenHistoryEntry& e : entries) {
+          ASSERT_EQ(e.raw_logit, logits[e.token_id]);
         }
       }
     }

@@ -589,7 +589,7 @@ TEST_F(CudaBackendTest, ArgMaxRows) {
 // draw's 1024 tiles of 512 ids. Rows asking
 // logprobs (0, 1, 5 or 20 of the top) get the reference's ranking exactly
 // and its values to f32 rounding (the log-sum-exp's sum runs in another
-// order).
+// order); every third row has penalties.
 TEST_F(CudaBackendTest, ChooseTokensFollowTheReference) {
   struct Settings {
     float temperature;
@@ -619,6 +619,25 @@ TEST_F(CudaBackendTest, ChooseTokensFollowTheReference) {
       const int32_t asks[] = {-1, 0, 1, 5, 20};
       choices[r].num_logprobs = asks[r % 5];
     }
+    // Every third row has penalties over its 30 most likely ids (output
+    // counts 0 to 3), so that they move its token; its logprobs must not see
+    // them.
+    std::vector<TokenHistoryEntry> history;
+    for (int64_t r = 2; r < rows; r += 3) {
+      choices[r].repetition_penalty = 1.3f;
+      choices[r].presence_penalty = 0.2f;
+      choices[r].frequency_penalty = 0.1f;
+      choices[r].history_begin = static_cast<int32_t>(history.size());
+      std::vector<int32_t> ids(static_cast<size_t>(vocab));
+      std::iota(ids.begin(), ids.end(), 0);
+      const float* row = values.data() + r * vocab;
+      std::partial_sort(ids.begin(), ids.begin() + 30, ids.end(),
+                        [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+      for (int e = 0; e < 30; ++e) {
+        history.push_back(TokenHistoryEntry{ids[e], e % 4, 0.0f});
+      }
+      choices[r].history_count = 30;
+    }
     if (rows > 10) {
       values[10 * vocab + 40] = NAN;
       values[11 * vocab + 7] = -INFINITY;
@@ -635,6 +654,12 @@ TEST_F(CudaBackendTest, ChooseTokensFollowTheReference) {
       EXPECT_TRUE(t.ok() && backend.CopyFromHost(choice_words.data(), *t).ok());
       return *t;
     };
+    auto upload_history = [&](Backend& backend) {
+      auto t = backend.Allocate(
+          kI32, Shape{static_cast<int64_t>(history.size()), kTokenHistoryWords});
+      EXPECT_TRUE(t.ok() && backend.CopyFromHost(history.data(), *t).ok());
+      return *t;
+    };
     Tensor x_cpu = Upload(*cpu_, kF32, Shape{rows, vocab}, values);
     Tensor x_gpu = Upload(*gpu_, kF32, Shape{rows, vocab}, values);
     auto ids_cpu = cpu_->Allocate(kI32, Shape{rows});
@@ -643,8 +668,10 @@ TEST_F(CudaBackendTest, ChooseTokensFollowTheReference) {
     auto logprobs_cpu = cpu_->Allocate(kI32, logprob_shape);
     auto logprobs_gpu = gpu_->Allocate(kI32, logprob_shape);
     ASSERT_TRUE(ids_cpu.ok() && ids_gpu.ok() && logprobs_cpu.ok() && logprobs_gpu.ok());
-    cpu_->ChooseTokens(x_cpu, upload_words(*cpu_), *ids_cpu, *logprobs_cpu);
-    gpu_->ChooseTokens(x_gpu, upload_words(*gpu_), *ids_gpu, *logprobs_gpu);
+    cpu_->ChooseTokens(x_cpu, upload_words(*cpu_), upload_history(*cpu_),
+                       *ids_cpu, *logprobs_cpu);
+    gpu_->ChooseTokens(x_gpu, upload_words(*gpu_), upload_history(*gpu_),
+                       *ids_gpu, *logprobs_gpu);
     std::vector<int32_t> want(rows), got(rows);
     ASSERT_TRUE(cpu_->CopyToHost(*ids_cpu, want.data()).ok());
     ASSERT_TRUE(gpu_->CopyToHost(*ids_gpu, got.data()).ok());
@@ -656,8 +683,8 @@ TEST_F(CudaBackendTest, ChooseTokensFollowTheReference) {
       SCOPED_TRACE(::testing::Message()
                    << "row " << r << ": T " << c.temperature << " k " << c.top_k
                    << " p " << c.top_p << " min_p " << c.min_p << " u "
-                   << c.uniform << " logprobs " << c.num_logprobs << " (seed "
-                   << TestSeed() << ")");
+                   << c.uniform << " logprobs " << c.num_logprobs << " penalties "
+                   << c.has_penalties() << " (seed " << TestSeed() << ")");
       EXPECT_EQ(got[r], want[r]);
       if (want[r] < 0 || c.num_logprobs < 0) continue;
       EXPECT_NEAR(got_lp[r].chosen, want_lp[r].chosen, 1e-5);

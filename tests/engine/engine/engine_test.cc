@@ -309,7 +309,8 @@ TEST(EngineTest, SeededSamplingIsReproducibleInAnyBatch) {
 // Requests without penalties draw on the backend (ChooseTokens) when
 // device sampling is on, logprobs included: the same tokens and logprobs as
 // the host sampler's, alone and (on the CPU) in a batch (a sampled request,
-// one asking 3 top logprobs, and a greedy one asking 2). On the CPU both
+// one asking 3 top logprobs, a greedy one asking 2, and one with every
+// penalty and a logprob). On the CPU both
 // follow one rule exactly; on a device (the emulated CUDA run of this test)
 // only sums in another order could move a draw, and none of these does; its
 // logprobs agree to f32 rounding. The batch is compared on the CPU only: on
@@ -327,11 +328,17 @@ TEST(EngineTest, DeviceSamplingGivesTheHostSamplersTokens) {
     r.sampling.seed = seed;
     if (seed == 6) r.sampling.num_logprobs = 3;
     if (seed == 7) r.sampling.num_logprobs = 2;
+    if (seed == 8) {
+      r.sampling.repetition_penalty = 1.3f;
+      r.sampling.presence_penalty = 0.4f;
+      r.sampling.frequency_penalty = 0.3f;
+      r.sampling.num_logprobs = 1;
+    }
     r.sampling.max_new_tokens = 8;
     r.sampling.ignore_eos = true;
     return r;
   };
-  const std::vector<int32_t> seeds = {5, 6, 7};
+  const std::vector<int32_t> seeds = {5, 6, 7, 8};
   std::vector<std::shared_ptr<RecordingSink>> host;
   {
     EngineOptions options = SmallEngineOptions(64, 4);
@@ -381,6 +388,7 @@ TEST(EngineTest, DeviceSamplingGivesTheHostSamplersTokens) {
   }
   EXPECT_EQ(sinks[1]->events().front().top_logprobs.size(), 3u);
   expect_same(*RunToEnd(**engine, request(7)), *host[2]);
+  expect_same(*RunToEnd(**engine, request(8)), *host[3]);
 }
 
 TEST(EngineTest, StopStringAndStopTokenEndWithTheirReason) {

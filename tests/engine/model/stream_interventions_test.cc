@@ -129,9 +129,9 @@ class ProbeBackend final : public Backend {
   void ArgMaxRows(const Tensor& x, const Tensor& ids) override {
     in_->ArgMaxRows(x, ids);
   }
-  void ChooseTokens(const Tensor& x, const Tensor& c, const Tensor& ids,
-                    const Tensor& lp) override {
-    in_->ChooseTokens(x, c, ids, lp);
+  void ChooseTokens(const Tensor& x, const Tensor& c, const Tensor& h,
+                    const Tensor& ids, const Tensor& lp) override {
+    in_->ChooseTokens(x, c, h, ids, lp);
   }
   void AddScaledVector(const Tensor& x, int64_t b, int64_t e, const Tensor& v,
                        float s) override {
