@@ -7,11 +7,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define TRIBUTARY_HOST_DEVICE __host__ __device__
-#else
-#define TRIBUTARY_HOST_DEVICE
-#endif
+#include "engine/backend/host_device.h"
 
 namespace tributary {
 

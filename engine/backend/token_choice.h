@@ -6,11 +6,7 @@
 #include <cstdint>
 
 // The kernels (sampling_kernels.cu) call the structs' helpers too.
-#if defined(__CUDACC__)
-#define TRIBUTARY_HOST_DEVICE __host__ __device__
-#else
-#define TRIBUTARY_HOST_DEVICE
-#endif
+#include "engine/backend/host_device.h"
 
 namespace tributary {
 
