@@ -68,8 +68,9 @@ inline double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
 struct Engine::Impl {
   EngineOptions options;
-  // Sampled requests without penalties or logprobs draw on the backend
-  // (EngineOptions::device_sampling, resolved for the backend).
+  // Requests that sample, ask logprobs or have penalties get their tokens
+  // from the backend (EngineOptions::device_sampling, resolved for the
+  // backend).
   bool device_sampling = false;
   std::optional<ModelDirectory> owned_model;
   const ModelDirectory* model = nullptr;

@@ -146,6 +146,11 @@ SequenceOutput Engine::Impl::Sample(RequestState& r,
   return EmitToken(r, sampler.Sample(row, r.params, history, r.seed));
 }
 
+// The backend's copies of the sampler's limits (the backend layer does not
+// see engine/sampling).
+static_assert(TokenChoice::kGreedyTemperature == SamplingParams::kGreedyTemperature);
+static_assert(kMaxTopLogprobs == SamplingParams::kMaxNumLogprobs);
+
 // The distinct ids a request's penalties touch, with their output counts:
 // the output's, and the prompt's too when the repetition penalty is on
 // (presence and frequency see the output only).

@@ -265,9 +265,14 @@ class CudaBackendTest : public ::testing::Test {
       layout.sequences.push_back(s);
     }
     SetLayout(layout);
-    const int64_t t = layout.num_tokens();
     Pair k_pool = Input(Shape{blocks, block_size, d.kv_heads, d.head_dim}, -1, 1);
     Pair v_pool = Input(Shape{blocks, block_size, d.kv_heads, d.head_dim}, -1, 1);
+    AttendOverThePools(d, layout.num_tokens(), k_pool, v_pool);
+  }
+
+  // Random queries of t tokens attend over the pools on both backends.
+  void AttendOverThePools(const AttentionDims& d, int64_t t, const Pair& k_pool,
+                          const Pair& v_pool) {
     Pair q = Input(Shape{t, d.heads, d.head_dim}, -2, 2);
     Pair out = Output(Shape{t, d.heads, d.head_dim});
     const float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
@@ -1038,10 +1043,7 @@ TEST_P(CudaKernelFormTest, AttentionInputsEqualTheOps) {
 }
 
 TEST_P(CudaKernelFormTest, WriteKvThenPagedAttention) {
-  struct Dims {
-    int64_t heads, kv_heads, head_dim;
-  };
-  for (const Dims& d : {Dims{4, 2, 32}, Dims{6, 1, 256}}) {
+  for (const AttentionDims& d : {AttentionDims{4, 2, 32}, AttentionDims{6, 1, 256}}) {
     SCOPED_TRACE(d.head_dim);
     const int64_t block_size = 4, blocks = 32;
     const BatchLayout layout = MixedLayout(block_size, blocks);
@@ -1056,12 +1058,7 @@ TEST_P(CudaKernelFormTest, WriteKvThenPagedAttention) {
     gpu_->WriteKv(k.gpu, v.gpu, k_pool.gpu, v_pool.gpu);
     ExpectClose(k_pool, d.head_dim, 0.0, "WriteKv k");
     ExpectClose(v_pool, d.head_dim, 0.0, "WriteKv v");
-    Pair q = Input(Shape{t, d.heads, d.head_dim}, -2, 2);
-    Pair out = Output(Shape{t, d.heads, d.head_dim});
-    const float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
-    cpu_->PagedAttention(q.cpu, k_pool.cpu, v_pool.cpu, scale, out.cpu);
-    gpu_->PagedAttention(q.gpu, k_pool.gpu, v_pool.gpu, scale, out.gpu);
-    ExpectClose(out, d.head_dim, 2e-2, "PagedAttention");
+    AttendOverThePools(d, t, k_pool, v_pool);
   }
 }
 
