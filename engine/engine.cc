@@ -128,6 +128,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   BackendOptions backend_options;
   backend_options.kind = options.backend;
   backend_options.num_threads = options.num_threads;
+  backend_options.cpu_matmul_precision = options.cpu_matmul_precision;
   backend_options.cuda_device = options.cuda_device;
   backend_options.cuda_graphs = options.cuda_graphs;
   ASSIGN_OR_RETURN(impl->backend, CreateBackend(backend_options));

@@ -88,6 +88,9 @@ struct EngineOptions {
   DeviceSampling device_sampling = DeviceSampling::kAuto;
   // CpuBackend threads; 0 = hardware concurrency.
   int num_threads = 0;
+  // CpuBackend matmuls: f32 products (the reference numerics) or x rounded
+  // to bf16 for throughput (BackendOptions::cpu_matmul_precision).
+  MatMulPrecision cpu_matmul_precision = MatMulPrecision::kF32;
   // Cores the engine thread may run on (sched_setaffinity); empty = any.
   // With num_threads = 1 that is all of the engine's compute: a server can
   // keep it apart from its RPC threads.

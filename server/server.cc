@@ -106,6 +106,7 @@ absl::Status Server::Init(ServerConfig config) {
   eo.model = &*model_;
   eo.tokenizer = tokenizer_.get();
   eo.num_threads = config_.num_threads;
+  eo.cpu_matmul_precision = config_.cpu_matmul_precision;
   eo.backend = config_.backend;
   eo.cuda_device = config_.cuda_device;
   eo.cuda_graphs = config_.cuda_graphs;

@@ -62,6 +62,10 @@ const char* ServerUsage() {
   --no-device-sampling        CUDA: sampled requests draw on the host from
                               copied logits rows, not on the device
   --threads N                 compute threads (0 = every core)
+  --cpu-matmul f32|bf16       CPU: matmul products in f32 (the reference
+                              numerics, default) or with inputs rounded to
+                              bf16 (AVX512_BF16: up to 2x the throughput of
+                              batched steps, GPU-like rounding)
   --engine-cpus LIST          cores for the engine thread, e.g. 0 (default any)
   --host ADDR                 listen address (default 127.0.0.1; 0.0.0.0 in pods)
   --port N                    gRPC API port (default 50051; 0 = any free port)
@@ -144,7 +148,7 @@ absl::StatusOr<ServerConfig> ParseServerFlags(int argc, const char* const* argv,
       CliArgs args,
       CliArgs::Parse(argc, argv,
                      {"model", "synthetic", "synthetic-seed", "backend",
-                      "cuda-device", "threads", "host", "port", "health-port",
+                      "cuda-device", "threads", "cpu-matmul", "host", "port", "health-port",
                       "metrics-port", "tls-cert", "tls-key", "tls-client-ca",
                       "auth-token-file", "max-message-bytes",
                       "max-concurrent-streams", "max-waiting",
@@ -175,6 +179,8 @@ absl::StatusOr<ServerConfig> ParseServerFlags(int argc, const char* const* argv,
   c.device_sampling = !args.Has("no-device-sampling");
   ASSIGN_OR_RETURN(long long threads, args.GetInt("threads", 0, 0, 1024));
   c.num_threads = static_cast<int>(threads);
+  ASSIGN_OR_RETURN(c.cpu_matmul_precision,
+                   ParseMatMulPrecision(args.GetOr("cpu-matmul", "f32")));
   if (auto cpus = args.Get("engine-cpus")) {
     for (absl::string_view part : absl::StrSplit(*cpus, ',')) {
       int cpu = -1;

@@ -38,6 +38,8 @@ struct ServerConfig {
   bool device_sampling = true;
   // CpuBackend compute threads (--threads); 0 = every core.
   int num_threads = 0;
+  // --cpu-matmul f32|bf16 (EngineOptions::cpu_matmul_precision).
+  MatMulPrecision cpu_matmul_precision = MatMulPrecision::kF32;
   // Cores for the engine thread (--engine-cpus 0,1); empty = any. With
   // --threads 1, e.g. `taskset -c 1 tributary-server --engine-cpus 0`
   // keeps the model on core 0 and gRPC on core 1.

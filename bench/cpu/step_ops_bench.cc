@@ -7,7 +7,7 @@
 // and the best step (the machine is shared: the best is the least
 // disturbed).
 //   step_ops_bench [--model DIR] [--batch B] [--prompt P] [--steps N]
-//                  [--threads T]
+//                  [--threads T] [--cpu-matmul f32|bf16]
 // Defaults: the default model, B = 32, P = 32, N = 64, T = 2.
 #include <algorithm>
 #include <chrono>
@@ -35,7 +35,9 @@ absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(
       CliArgs args,
       CliArgs::Parse(argc, argv,
-                     {"model", "batch", "prompt", "steps", "threads"}, {}));
+                     {"model", "batch", "prompt", "steps", "threads",
+                      "cpu-matmul"},
+                     {}));
   const std::string model_dir = args.GetOr("model", "models/tiny-shakespeare");
   ASSIGN_OR_RETURN(const int64_t batch, args.GetInt("batch", 32, 1, 256));
   ASSIGN_OR_RETURN(const int64_t prompt, args.GetInt("prompt", 32, 1, 512));
@@ -47,8 +49,10 @@ absl::Status Run(int argc, char** argv) {
   if (prompt + steps > config.max_position_embeddings) {
     return absl::InvalidArgumentError("--prompt + --steps exceeds the context");
   }
+  ASSIGN_OR_RETURN(const MatMulPrecision precision,
+                   ParseMatMulPrecision(args.GetOr("cpu-matmul", "f32")));
   ASSIGN_OR_RETURN(std::unique_ptr<CpuBackend> cpu,
-                   CpuBackend::Create({static_cast<int>(threads)}));
+                   CpuBackend::Create({static_cast<int>(threads), precision}));
   TimingBackend timed(cpu.get());
   constexpr int64_t kBlockSize = 16;
   const int64_t blocks_per_seq = (prompt + steps + kBlockSize - 1) / kBlockSize;

@@ -2,6 +2,7 @@
 //
 //   engine_bench --model DIR [--prefill-tokens 512] [--decode-tokens 64]
 //                [--decode-context 16] [--threads N] [--repeat 3] [--json]
+//                [--cpu-matmul f32|bf16]
 //
 // Prefill: one sequence of --prefill-tokens new tokens in one step (logits
 // for the last token only), best of --repeat, with and without the residual
@@ -105,7 +106,7 @@ absl::Status Run(int argc, char** argv) {
                    CliArgs::Parse(argc, argv,
                                   {"model", "prefill-tokens", "decode-tokens",
                                    "decode-context", "threads", "repeat",
-                                   "only-statistics"},
+                                   "only-statistics", "cpu-matmul"},
                                   {"json"}));
   auto dir = args.Get("model");
   if (!dir) return absl::InvalidArgumentError("--model DIR is required");
@@ -117,8 +118,10 @@ absl::Status Run(int argc, char** argv) {
 
   ASSIGN_OR_RETURN(ModelDirectory model, ModelDirectory::Load(*dir));
   const ModelConfig& c = model.config();
+  ASSIGN_OR_RETURN(const MatMulPrecision precision,
+                   ParseMatMulPrecision(args.GetOr("cpu-matmul", "f32")));
   ASSIGN_OR_RETURN(std::unique_ptr<CpuBackend> backend,
-                   CpuBackend::Create({static_cast<int>(threads)}));
+                   CpuBackend::Create({static_cast<int>(threads), precision}));
   const int64_t max_tokens = std::max(prefill + decode, context + 2 * decode);
   const int64_t num_blocks = (max_tokens + kBlockSize - 1) / kBlockSize;
   ASSIGN_OR_RETURN(std::unique_ptr<HybridDecoder> decoder,

@@ -25,7 +25,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
     const BackendOptions& options) {
   if (options.kind == BackendKind::kCpu) {
     absl::StatusOr<std::unique_ptr<CpuBackend>> cpu =
-        CpuBackend::Create({options.num_threads});
+        CpuBackend::Create({options.num_threads, options.cpu_matmul_precision});
     if (!cpu.ok()) return cpu.status();
     return std::unique_ptr<Backend>(std::move(*cpu));
   }

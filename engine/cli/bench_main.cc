@@ -10,6 +10,7 @@
 //                   [--synthetic PRESET]
 //                   [--temperature T] [--top-k K] [--top-p P]
 //                   [--device-sampling | --no-device-sampling]
+//                   [--cpu-matmul f32|bf16]
 //
 // --synthetic runs a model of a published shape (synthetic_model.h, e.g.
 // qwen3.5-27b) with random weights made on the backend from --seed: no
@@ -22,7 +23,8 @@
 // submitted all at once (the default), or keeping at most C in flight (a new
 // one is submitted when one finishes), or at R requests/s with Poisson
 // arrivals (exponential gaps drawn from --seed). Before the measurement W
-// warm-up requests run (not counted).
+// warm-up requests run (not counted). --cpu-matmul bf16 rounds the CPU
+// matmuls' inputs to bf16 (CpuBackendOptions::matmul_precision).
 //
 // Reports requests/s and generated tokens/s over the wall time from the first
 // submit to the last final event, TTFT (the engine's timing) and inter-token
@@ -211,7 +213,7 @@ absl::Status Run(int argc, char** argv) {
                       "concurrency", "rate", "threads", "seed", "max-running",
                       "max-tokens-per-step", "cache-mib", "warmup",
                       "backend", "device", "synthetic", "temperature",
-                      "top-k", "top-p"},
+                      "top-k", "top-p", "cpu-matmul"},
                      {"json", "tokenizer", "no-cuda-graphs", "device-sampling",
                       "no-device-sampling"}));
   if (!args.positional().empty()) {
@@ -298,6 +300,8 @@ absl::Status Run(int argc, char** argv) {
   options.model = &model;
   options.tokenizer = tokenizer.get();
   options.num_threads = static_cast<int>(threads);
+  ASSIGN_OR_RETURN(options.cpu_matmul_precision,
+                   ParseMatMulPrecision(args.GetOr("cpu-matmul", "f32")));
   options.backend = backend;
   options.cuda_device = static_cast<int>(device);
   options.cuda_graphs = !args.Has("no-cuda-graphs");
@@ -447,6 +451,7 @@ absl::Status Run(int argc, char** argv) {
   out["prompt_tokens"] = prompt_tokens;
   out["output_tokens"] = output_tokens;
   out["threads"] = threads;
+  out["cpu_matmul"] = MatMulPrecisionName(options.cpu_matmul_precision);
   out["max_running"] = max_running;
   out["max_tokens_per_step"] = max_tokens_per_step;
   out["seed"] = seed;
@@ -478,8 +483,9 @@ absl::Status Run(int argc, char** argv) {
     };
     const Json& s = out["steps"];
     std::cout << absl::StrFormat(
-        "%d requests (%s), prompt %d, output %d, threads %d\n", num_requests,
-        mode, prompt_tokens, output_tokens, threads);
+        "%d requests (%s), prompt %d, output %d, threads %d, cpu matmul %s\n",
+        num_requests, mode, prompt_tokens, output_tokens, threads,
+        MatMulPrecisionName(options.cpu_matmul_precision));
     std::cout << absl::StrFormat("wall                   %.3f s\n", wall);
     std::cout << absl::StrFormat("requests/s             %.3f\n",
                                  out["requests_per_second"].get<double>());

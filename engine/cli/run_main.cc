@@ -3,6 +3,7 @@
 //   tributary-run [--model DIR | --synthetic PRESET [--seed N]]
 //                 (--prompt TEXT | --prompt-ids 1,2,3)
 //                 [--max-new-tokens N] [--ignore-eos] [--threads N]
+//                 [--cpu-matmul f32|bf16]
 //                 [--backend cpu|cuda] [--device N] [--no-cuda-graphs]
 //                 [--dump FILE.json]
 //
@@ -86,7 +87,7 @@ absl::Status Run(int argc, char** argv) {
       CliArgs::Parse(argc, argv,
                      {"model", "prompt", "prompt-ids", "max-new-tokens",
                       "threads", "dump", "backend", "device", "synthetic",
-                      "seed"},
+                      "seed", "cpu-matmul"},
                      {"ignore-eos", "no-cuda-graphs"}));
   if (!args.positional().empty()) {
     return absl::InvalidArgumentError(
@@ -104,6 +105,8 @@ absl::Status Run(int argc, char** argv) {
                    ParseBackendKind(args.Get("backend").value_or("cpu")));
   ASSIGN_OR_RETURN(int64_t device, args.GetInt("device", 0, 0, 1023));
   backend_options.num_threads = static_cast<int>(threads);
+  ASSIGN_OR_RETURN(backend_options.cpu_matmul_precision,
+                   ParseMatMulPrecision(args.GetOr("cpu-matmul", "f32")));
   backend_options.cuda_device = static_cast<int>(device);
   backend_options.cuda_graphs = !args.Has("no-cuda-graphs");
   ASSIGN_OR_RETURN(int64_t seed, args.GetInt("seed", 1, 0, INT64_MAX));

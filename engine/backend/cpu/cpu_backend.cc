@@ -35,8 +35,9 @@ float* F32(const Tensor& t) { return t.as<float>(); }
 
 }  // namespace
 
-CpuBackend::CpuBackend(int num_threads)
-    : pool_(std::make_unique<ThreadPool>(num_threads)) {}
+CpuBackend::CpuBackend(int num_threads, MatMulPrecision matmul_precision)
+    : pool_(std::make_unique<ThreadPool>(num_threads)),
+      matmul_precision_(matmul_precision) {}
 
 absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
     const CpuBackendOptions& options) {
@@ -44,11 +45,18 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "num_threads = ", options.num_threads, " must be in [0, 1024]"));
   }
+  if (options.matmul_precision == MatMulPrecision::kBF16 &&
+      !MatMulBf16DotSupported()) {
+    return absl::FailedPreconditionError(
+        "matmul_precision = bf16 needs a CPU with AVX512_BF16 (VDPBF16PS), "
+        "which this one lacks; use f32");
+  }
   int threads = options.num_threads;
   if (threads == 0) {
     threads = std::max(1u, std::thread::hardware_concurrency());
   }
-  return std::unique_ptr<CpuBackend>(new CpuBackend(threads));
+  return std::unique_ptr<CpuBackend>(
+      new CpuBackend(threads, options.matmul_precision));
 }
 
 CpuBackend::~CpuBackend() {
@@ -146,7 +154,7 @@ absl::Status CpuBackend::SetBatchLayout(const BatchLayout& layout) {
 
 void CpuBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& y) {
   tributary::MatMul(F32(x), x.rows(), x.cols(), w.data, w.type, w.shape[0],
-                    F32(y), pool_.get());
+                    F32(y), pool_.get(), matmul_precision_);
 }
 
 void CpuBackend::EmbeddingGather(const Tensor& ids, const Tensor& table,

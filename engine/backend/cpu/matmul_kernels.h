@@ -10,6 +10,16 @@
 //   v2[j] = v4[j] + v4[j + 2], result = v2[0] + v2[1].
 // AVX-512 holds the 16 lanes in one zmm, AVX2 in two ymm, the scalar path in
 // an array; all three produce the same bits.
+//
+// The bf16 products' order (MatMulPrecision::kBF16), shared by its two paths:
+// x is rounded to bf16 first; then lane j of 16 takes, for each 32-element
+// chunk c in order, the pair i = 32c + 2j, 32c + 2j + 1, as AVX-512 BF16's
+// VDPBF16PS does (measured on Zen 4, matching Intel's pseudo-code):
+//   acc = ftz(fma(daz(x[i + 1]), daz(w[i + 1]), acc));
+//   acc = ftz(fma(daz(x[i]), daz(w[i]), acc));
+// the products exact, each sum rounded once to f32 (nearest even), bf16
+// subnormal inputs read as zero (daz) and subnormal sums flushed to a zero of
+// their sign (ftz); elements past K are zeros. Then the same lane tree.
 #ifndef TRIBUTARY_ENGINE_BACKEND_CPU_MATMUL_KERNELS_H_
 #define TRIBUTARY_ENGINE_BACKEND_CPU_MATMUL_KERNELS_H_
 
@@ -41,9 +51,29 @@ struct MatMulKernels {
   void (*widen)(const void* src, ElementType type, int64_t n, float* dst);
 };
 
+// The bf16 products' tiles (MatMulPrecision::kBF16): x and the weight rows
+// are bf16 bits.
+struct Bf16DotKernels {
+  int mr;                    // most tokens per tile
+  int nr[kMaxTileRows + 1];  // nr[m]: weight rows per tile of m tokens
+  // y[t, r] = the bf16 dot of x row t and *rows[r] over k inputs, in the
+  // order above, for t < m, r < n_store (n_store <= nr[m]); rows[] has nr[m]
+  // entries. x rows are ldx elements apart, y rows ldy floats. `prefetch`:
+  // as MatMulKernels::tile's (nr[m] bf16 rows of k elements).
+  void (*tile)(int m, const uint16_t* x, int64_t ldx,
+               const uint16_t* const* rows, int64_t k, float* y, int64_t ldy,
+               int n_store, const char* prefetch);
+  // dst[i] = F32ToBf16(src[i]) (element_type.h: nearest even, NaN quiet),
+  // i < n.
+  void (*round)(const float* src, int64_t n, uint16_t* dst);
+};
+
 const MatMulKernels& ScalarKernels();
 const MatMulKernels& Avx2Kernels();    // needs AVX2, FMA, F16C
 const MatMulKernels& Avx512Kernels();  // needs AVX-512F/BW/VL, FMA, F16C
+
+const Bf16DotKernels& ScalarBf16DotKernels();  // the naive twin, any CPU
+const Bf16DotKernels& Avx512Bf16DotKernels();  // Avx512Kernels' + AVX512_BF16
 
 }  // namespace matmul_internal
 }  // namespace tributary

@@ -1,6 +1,8 @@
 // The portable path: the canonical 16-lane order (matmul_kernels.h) spelled
-// out with std::fma, so that it gives the vector paths' bits exactly.
+// out with std::fma, so that it gives the vector paths' bits exactly; and the
+// same for the bf16 products' order, the naive twin of VDPBF16PS.
 #include <cmath>
+#include <initializer_list>
 
 #include "engine/backend/cpu/matmul_kernels.h"
 
@@ -42,6 +44,42 @@ void TileScalar(int m, const float* x, int64_t ldx, const void* const* rows,
   }
 }
 
+// A subnormal read or flushed as a zero of its sign (VDPBF16PS's DAZ and
+// FTZ, which ignore MXCSR).
+float FlushSubnormal(float f) {
+  return std::fpclassify(f) == FP_SUBNORMAL ? std::copysign(0.0f, f) : f;
+}
+
+void Bf16DotTileScalar(int m, const uint16_t* x, int64_t ldx,
+                       const uint16_t* const* rows, int64_t k, float* y,
+                       int64_t ldy, int n_store, const char* /*prefetch*/) {
+  float acc[kMr][kNr][kLanes] = {};
+  const auto load = [k](const uint16_t* row, int64_t i) {
+    return i < k ? FlushSubnormal(Bf16ToF32(row[i])) : 0.0f;
+  };
+  for (int64_t i0 = 0; i0 < k; i0 += 2 * kLanes) {
+    for (int j = 0; j < kLanes; ++j) {
+      // The odd element of the pair first, as the instruction adds it.
+      for (const int64_t i : {i0 + 2 * j + 1, i0 + 2 * j}) {
+        for (int r = 0; r < kNr; ++r) {
+          const float w = load(rows[r], i);
+          for (int t = 0; t < m; ++t) {
+            acc[t][r][j] = FlushSubnormal(
+                std::fma(load(x + t * ldx, i), w, acc[t][r][j]));
+          }
+        }
+      }
+    }
+  }
+  for (int t = 0; t < m; ++t) {
+    for (int r = 0; r < n_store; ++r) y[t * ldy + r] = LaneTree(acc[t][r]);
+  }
+}
+
+void RoundScalar(const float* src, int64_t n, uint16_t* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = F32ToBf16(src[i]);
+}
+
 void WidenScalar(const void* src, ElementType type, int64_t n, float* dst) {
   for (int64_t i = 0; i < n; ++i)
     dst[i] = LoadAsF32(src, type, static_cast<size_t>(i));
@@ -52,6 +90,13 @@ void WidenScalar(const void* src, ElementType type, int64_t n, float* dst) {
 const MatMulKernels& ScalarKernels() {
   static const MatMulKernels kernels{
       kMr, {0, kNr, kNr, kNr, kNr, 0, 0, 0, 0}, &TileScalar, &WidenScalar};
+  return kernels;
+}
+
+const Bf16DotKernels& ScalarBf16DotKernels() {
+  static const Bf16DotKernels kernels{
+      kMr, {0, kNr, kNr, kNr, kNr, 0, 0, 0, 0}, &Bf16DotTileScalar,
+      &RoundScalar};
   return kernels;
 }
 

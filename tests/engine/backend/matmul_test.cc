@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -101,12 +102,13 @@ void ExpectClose(const std::vector<float>& got, const std::vector<float>& ref,
   }
 }
 
-std::vector<float> RunMatMul(MatMulIsa isa, const std::vector<float>& x,
-                             const Shape& s, const std::vector<uint8_t>& w,
-                             ElementType type, ThreadPool* pool) {
+std::vector<float> RunMatMul(
+    MatMulIsa isa, const std::vector<float>& x, const Shape& s,
+    const std::vector<uint8_t>& w, ElementType type, ThreadPool* pool,
+    MatMulPrecision precision = MatMulPrecision::kF32) {
   std::vector<float> y(static_cast<size_t>(s.tokens * s.out), -1.0f);
   MatMulWithIsa(isa, x.data(), s.tokens, s.in, w.data(), type, s.out, y.data(),
-                pool);
+                pool, precision);
   return y;
 }
 
@@ -243,6 +245,187 @@ TEST(MatMulTest, UnsupportedPathFallsBackToScalar) {
   for (MatMulIsa isa : kAllIsas) {
     ExpectClose(RunMatMul(isa, x, s, w, ElementType::kF32, nullptr), ref, s,
                 1e-5f, MatMulIsaName(isa));
+  }
+}
+
+// ---- MatMulPrecision::kBF16: x rounded to bf16, VDPBF16PS's order ----
+
+// The bf16 products in double, from x rounded to bf16 (an independent check
+// of what the twin computes, up to the order of its f32 sums).
+std::vector<double> Bf16ProductsInDouble(const std::vector<float>& x,
+                                         const Shape& s,
+                                         const std::vector<uint8_t>& w) {
+  std::vector<double> y(static_cast<size_t>(s.tokens * s.out));
+  for (int64_t t = 0; t < s.tokens; ++t) {
+    for (int64_t o = 0; o < s.out; ++o) {
+      double sum = 0.0;
+      for (int64_t i = 0; i < s.in; ++i) {
+        sum += static_cast<double>(Bf16ToF32(F32ToBf16(x[t * s.in + i]))) *
+               LoadAsF32(w.data(), ElementType::kBF16,
+                         static_cast<size_t>(o * s.in + i));
+      }
+      y[t * s.out + o] = sum;
+    }
+  }
+  return y;
+}
+
+std::vector<MatMulIsa> Bf16Paths() {
+  // kScalar is the naive twin; kAvx512 runs VDPBF16PS where the CPU has it.
+  std::vector<MatMulIsa> isas = {MatMulIsa::kScalar};
+  if (MatMulBf16DotSupported()) isas.push_back(MatMulIsa::kAvx512);
+  return isas;
+}
+
+TEST(MatMulBf16Test, ParsesItsNames) {
+  for (MatMulPrecision p : {MatMulPrecision::kF32, MatMulPrecision::kBF16}) {
+    absl::StatusOr<MatMulPrecision> parsed =
+        ParseMatMulPrecision(MatMulPrecisionName(p));
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, p);
+  }
+  const absl::StatusOr<MatMulPrecision> bad = ParseMatMulPrecision("fp8");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("fp8"), std::string::npos);
+}
+
+TEST(MatMulBf16Test, IsTheRoundedProductsOnEveryPathAndShape) {
+  if (!MatMulBf16DotSupported()) {
+    std::printf("no AVX512_BF16 here: the twin alone is checked\n");
+  }
+  ThreadPool pool(2);
+  // K around the 32-element chunk (tails of 1..31), decode and prefill
+  // token counts, partial row tiles.
+  const Shape shapes[] = {
+      {1, 1, 1},     {1, 31, 7},     {2, 32, 33},    {3, 33, 15},
+      {7, 63, 65},   {6, 64, 31},    {17, 100, 47},  {64, 300, 70},
+      {130, 257, 97}, {9, 600, 130}, {1, 4500, 35},  {5, 1000, 17},
+  };
+  for (const Shape& s : shapes) {
+    const std::vector<float> x = RandomFloats(s.tokens * s.in, 31);
+    const std::vector<uint8_t> w =
+        RandomWeights(ElementType::kBF16, s.in * s.out, 32);
+    const std::vector<double> exact = Bf16ProductsInDouble(x, s, w);
+    const std::vector<float> twin = RunMatMul(
+        MatMulIsa::kScalar, x, s, w, ElementType::kBF16, &pool,
+        MatMulPrecision::kBF16);
+    // f32 sums of |terms| ≈ 1: within a few ulps of the sum's scale.
+    for (int64_t t = 0; t < s.tokens; ++t) {
+      for (int64_t o = 0; o < s.out; ++o) {
+        const size_t i = static_cast<size_t>(t * s.out + o);
+        ASSERT_NEAR(twin[i], exact[i], 1e-5 * (std::sqrt(s.in) + 1.0))
+            << "twin, T=" << s.tokens << " in=" << s.in << " out=" << s.out
+            << " at " << t << "," << o;
+      }
+    }
+    for (MatMulIsa isa : Bf16Paths()) {
+      EXPECT_EQ(twin, RunMatMul(isa, x, s, w, ElementType::kBF16, &pool,
+                                MatMulPrecision::kBF16))
+          << Describe(isa, ElementType::kBF16, s, 2);
+    }
+    // And it is the f32 matmul to bf16 rounding of x.
+    std::vector<float> ref(s.tokens * s.out);
+    reference::MatMul(x.data(), s.tokens, s.in, w.data(), ElementType::kBF16,
+                      s.out, ref.data());
+    ExpectClose(twin, ref, s, 2e-2f, "bf16 against f32");
+  }
+}
+
+// Subnormal inputs read as zero, subnormal sums flush to zero: the twin
+// must say so the way the instruction does, on values near the bottom of
+// the f32 range (where one flush changes the result).
+TEST(MatMulBf16Test, FlushesSubnormalsAsTheInstructionDoes) {
+  if (!MatMulBf16DotSupported()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  const Shape s{5, 96, 37};
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> exponent(-75, -55);
+  std::normal_distribution<float> mantissa(0.0f, 1.0f);
+  std::uniform_int_distribution<int> pick(0, 7);
+  const auto tiny = [&] {
+    // Products of two of these land around 2^-150 .. 2^-110: subnormal and
+    // normal f32 sums both; one in eight is a bf16 subnormal itself.
+    float v = std::ldexp(mantissa(rng), exponent(rng));
+    if (pick(rng) == 0) v = std::ldexp(mantissa(rng), -130);
+    return v;
+  };
+  // Tokens 0 and 1 hold bf16 subnormals only, and every third weight row is
+  // large (~2^20): there the products would be normal numbers if the
+  // subnormal inputs were not read as zero.
+  std::vector<float> x(s.tokens * s.in);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = i < static_cast<size_t>(2 * s.in) ? std::ldexp(mantissa(rng), -130)
+                                             : tiny();
+  }
+  std::vector<uint8_t> w(s.in * s.out * 2);
+  for (size_t i = 0; i < static_cast<size_t>(s.in * s.out); ++i) {
+    const bool large = (i / s.in) % 3 == 0;
+    const uint16_t h =
+        F32ToBf16(large ? std::ldexp(mantissa(rng), 20) : tiny());
+    std::memcpy(w.data() + 2 * i, &h, 2);
+  }
+  const std::vector<float> twin = RunMatMul(
+      MatMulIsa::kScalar, x, s, w, ElementType::kBF16, nullptr,
+      MatMulPrecision::kBF16);
+  const std::vector<float> fast = RunMatMul(
+      MatMulIsa::kAvx512, x, s, w, ElementType::kBF16, nullptr,
+      MatMulPrecision::kBF16);
+  // Without the flushes the sums would be the exact ones to f32 rounding;
+  // the test must reach both kinds of output.
+  const std::vector<double> exact = Bf16ProductsInDouble(x, s, w);
+  int normal = 0, flushed = 0;
+  for (size_t i = 0; i < twin.size(); ++i) {
+    ASSERT_EQ(0, std::memcmp(&twin[i], &fast[i], sizeof(float)))
+        << "output " << i << ": twin " << twin[i] << " instruction "
+        << fast[i];
+    const double err = std::fabs(twin[i] - exact[i]);
+    if (twin[i] != 0.0f && err <= 1e-5 * std::fabs(exact[i])) ++normal;
+    if (err > 1e-2 * std::fabs(exact[i])) ++flushed;
+  }
+  EXPECT_GT(normal, 0);
+  EXPECT_GT(flushed, 0);
+}
+
+TEST(MatMulBf16Test, BatchAndThreadInvariantBitForBit) {
+  ThreadPool pool1(1), pool2(2), pool3(3);
+  const Shape full{70, 600, 77};
+  const std::vector<float> x = RandomFloats(full.tokens * full.in, 41);
+  const std::vector<uint8_t> w =
+      RandomWeights(ElementType::kBF16, full.in * full.out, 42);
+  for (MatMulIsa isa : Bf16Paths()) {
+    const std::vector<float> y_full = RunMatMul(
+        isa, x, full, w, ElementType::kBF16, &pool2, MatMulPrecision::kBF16);
+    for (ThreadPool* pool : {&pool1, &pool3}) {
+      EXPECT_EQ(y_full, RunMatMul(isa, x, full, w, ElementType::kBF16, pool,
+                                  MatMulPrecision::kBF16))
+          << MatMulIsaName(isa) << " threads " << pool->num_threads();
+    }
+    for (int64_t step : {1, 2, 5, 6, 7, 33}) {
+      for (int64_t t0 = 0; t0 < full.tokens; t0 += step) {
+        const int64_t n = std::min(step, full.tokens - t0);
+        const Shape part{n, full.in, full.out};
+        const std::vector<float> xp(x.begin() + t0 * full.in,
+                                    x.begin() + (t0 + n) * full.in);
+        const std::vector<float> yp =
+            RunMatMul(isa, xp, part, w, ElementType::kBF16, &pool2,
+                      MatMulPrecision::kBF16);
+        ASSERT_EQ(0, std::memcmp(yp.data(), y_full.data() + t0 * full.out,
+                                 yp.size() * sizeof(float)))
+            << MatMulIsaName(isa) << " tokens from " << t0 << " by " << step;
+      }
+    }
+  }
+}
+
+TEST(MatMulBf16Test, OtherWeightTypesKeepF32Products) {
+  ThreadPool pool(2);
+  const Shape s{9, 130, 45};
+  const std::vector<float> x = RandomFloats(s.tokens * s.in, 51);
+  for (ElementType type : {ElementType::kF32, ElementType::kF16}) {
+    const std::vector<uint8_t> w = RandomWeights(type, s.in * s.out, 52);
+    EXPECT_EQ(RunMatMul(MatMulIsa::kAuto, x, s, w, type, &pool),
+              RunMatMul(MatMulIsa::kAuto, x, s, w, type, &pool,
+                        MatMulPrecision::kBF16))
+        << ElementTypeName(type);
   }
 }
 
