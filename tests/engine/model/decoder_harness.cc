@@ -10,7 +10,7 @@ namespace testing_fixtures {
 
 Harness::Harness(const std::string& dir, int64_t num_blocks,
                  int64_t num_slots, BackendKind backend_kind,
-                 ElementType cuda_activations) {
+                 ElementType cuda_activations, MatMulPrecision cpu_matmul) {
   auto model = ModelDirectory::Load(dir);
   EXPECT_TRUE(model.ok()) << model.status();
   if (!model.ok()) return;
@@ -19,6 +19,7 @@ Harness::Harness(const std::string& dir, int64_t num_blocks,
   options.kind = backend_kind;
   options.num_threads = 2;
   options.cuda_activation_type = cuda_activations;
+  options.cpu_matmul_precision = cpu_matmul;
   auto backend = CreateBackend(options);
   EXPECT_TRUE(backend.ok()) << backend.status();
   if (!backend.ok()) return;

@@ -27,7 +27,8 @@ class Harness {
   explicit Harness(const std::string& dir, int64_t num_blocks = 256,
                    int64_t num_slots = 8,
                    BackendKind backend = BackendKind::kCpu,
-                   ElementType cuda_activations = ElementType::kBF16);
+                   ElementType cuda_activations = ElementType::kBF16,
+                   MatMulPrecision cpu_matmul = MatMulPrecision::kF32);
   bool ok() const { return decoder_ != nullptr; }
   HybridDecoder& decoder() { return *decoder_; }
   Backend& backend() { return *backend_; }
