@@ -2,13 +2,17 @@
 // against them (design.md §8: performance is a ratio against a ceiling
 // measured in the same run).
 //   (a) f32 GEMM peak on a large square problem: OpenBLAS sgemm and our
-//       kernel, 1 and 2 threads; the best is the GEMM ceiling.
+//       kernel, 1 and 2 threads; the best is the GEMM ceiling. Where the CPU
+//       has AVX512_BF16, also our kernel's bf16 products (MatMulPrecision::
+//       kBF16: x rounded to bf16, VDPBF16PS), the bf16 ceiling.
 //   (b) DRAM read bandwidth: a streaming read of a buffer much larger than
 //       L3 with AVX loads, 1 and 2 threads; the best is the memory ceiling.
 //   (c) our MatMul on the model's shapes: decode (bf16 weights, several
 //       copies cycled so the working set exceeds L3) as GB/s of weights read
-//       and a fraction of (b); prefill T=512 as GFLOP/s and a fraction of (a),
-//       with OpenBLAS sgemm on an expanded f32 copy of the weights beside it.
+//       and a fraction of (b); prefill T=512 and batched decode T=32 as
+//       GFLOP/s and a fraction of (a), with OpenBLAS sgemm on an expanded
+//       f32 copy of the weights beside it, and the bf16 products against
+//       the bf16 ceiling.
 // Every number is the best of --reps repetitions (the machine is shared).
 // Flags: --reps N (default 5), --gemm_n=N (default 2048), --dram_mib=N
 // (default 1024), --threads=N (default 2: the "all cores" column),
@@ -171,6 +175,7 @@ int Main(const Flags& flags) {
   };
   // (a) GEMM peak. ------------------------------------------------------------
   double gemm_peak = 0;
+  double bf16_peak = 0;  // 0: no AVX512_BF16
   if (want('a')) {
     Rule();
     const int64_t g = flags.gemm_n;
@@ -206,6 +211,21 @@ int Main(const Flags& flags) {
     }
     std::printf("  => GEMM ceiling (best of the above): %.1f GFLOP/s\n",
                 gemm_peak);
+    if (MatMulBf16DotSupported()) {
+      const std::vector<uint16_t> gbb = ToBf16(gb);
+      for (int ti = 0; ti < 2; ++ti) {
+        ThreadPool* pool = ti == 0 ? &pool1 : &pool_n;
+        const double sec = BestSeconds(flags.reps, [&] {
+          MatMul(ga.data(), g, g, gbb.data(), ElementType::kBF16, g,
+                 gc.data(), pool, MatMulPrecision::kBF16);
+        });
+        bf16_peak = std::max(bf16_peak, GFlops(g, g, g, sec));
+        std::printf("  ours (bf16 products) %d thr %8.1f\n",
+                    ti == 0 ? 1 : flags.threads, GFlops(g, g, g, sec));
+      }
+      std::printf("  => bf16 products ceiling: %.1f GFLOP/s (%.2fx f32)\n",
+                  bf16_peak, bf16_peak / gemm_peak);
+    }
   }
 
   // (b) DRAM read bandwidth.
@@ -281,38 +301,54 @@ int Main(const Flags& flags) {
     }
   }
 
-  Rule();
-  std::printf("(c2) prefill T=512, %d threads: GFLOP/s, %% of GEMM ceiling\n",
-              flags.threads);
-  std::printf("  %-28s %9s %6s %9s %6s %9s %6s\n", "shape [out x in]",
-              "ours bf16", "%peak", "ours f32", "%peak", "BLAS f32", "%peak");
-  const int64_t kT = 512;
-  for (const Shape& s : shapes) {
-    const std::vector<float> wf = RandomFloats(s.out * s.in, 9);
-    const std::vector<uint16_t> wb = ToBf16(wf);
-    const std::vector<float> x = RandomFloats(kT * s.in, 10);
-    std::vector<float> y(kT * s.out);
-    const double s_bf16 = BestSeconds(flags.reps, [&] {
-      MatMul(x.data(), kT, s.in, wb.data(), ElementType::kBF16, s.out, y.data(),
-             &pool_n);
-    });
-    const double s_f32 = BestSeconds(flags.reps, [&] {
-      MatMul(x.data(), kT, s.in, wf.data(), ElementType::kF32, s.out, y.data(),
-             &pool_n);
-    });
-    double blas = 0;
+  for (const int64_t kT : {int64_t{512}, int64_t{32}}) {
+    Rule();
+    std::printf(
+        "(c2) %s T=%ld, %d threads: GFLOP/s, %% of GEMM ceiling (bf16 "
+        "products: of theirs)\n",
+        kT == 32 ? "batched decode" : "prefill", static_cast<long>(kT),
+        flags.threads);
+    std::printf("  %-28s %9s %6s %9s %6s %9s %6s %9s %6s\n",
+                "shape [out x in]", "ours bf16", "%peak", "ours f32", "%peak",
+                "BLAS f32", "%peak", "bf16 prod", "%peak");
+    for (const Shape& s : shapes) {
+      const std::vector<float> wf = RandomFloats(s.out * s.in, 9);
+      const std::vector<uint16_t> wb = ToBf16(wf);
+      const std::vector<float> x = RandomFloats(kT * s.in, 10);
+      std::vector<float> y(kT * s.out);
+      const double s_bf16 = BestSeconds(flags.reps, [&] {
+        MatMul(x.data(), kT, s.in, wb.data(), ElementType::kBF16, s.out,
+               y.data(), &pool_n);
+      });
+      const double s_f32 = BestSeconds(flags.reps, [&] {
+        MatMul(x.data(), kT, s.in, wf.data(), ElementType::kF32, s.out,
+               y.data(), &pool_n);
+      });
+      double blas = 0;
 #ifdef TRIBUTARY_HAVE_OPENBLAS
-    openblas_set_num_threads(flags.threads);
-    std::vector<float> yb(kT * s.out);
-    blas = GFlops(kT, s.out, s.in, BestSeconds(flags.reps, [&] {
-                    SgemmXWt(x.data(), kT, s.in, wf.data(), s.out, yb.data());
-                  }));
+      openblas_set_num_threads(flags.threads);
+      std::vector<float> yb(kT * s.out);
+      blas = GFlops(kT, s.out, s.in, BestSeconds(flags.reps, [&] {
+                      SgemmXWt(x.data(), kT, s.in, wf.data(), s.out,
+                               yb.data());
+                    }));
 #endif
-    const double ours_b = GFlops(kT, s.out, s.in, s_bf16);
-    const double ours_f = GFlops(kT, s.out, s.in, s_f32);
-    std::printf("  %-28s %9.1f %5.1f%% %9.1f %5.1f%% %9.1f %5.1f%%\n", s.name,
-                ours_b, 100 * ours_b / gemm_peak, ours_f,
-                100 * ours_f / gemm_peak, blas, 100 * blas / gemm_peak);
+      double prod = 0;
+      if (bf16_peak > 0) {
+        prod = GFlops(kT, s.out, s.in, BestSeconds(flags.reps, [&] {
+                        MatMul(x.data(), kT, s.in, wb.data(),
+                               ElementType::kBF16, s.out, y.data(), &pool_n,
+                               MatMulPrecision::kBF16);
+                      }));
+      }
+      const double ours_b = GFlops(kT, s.out, s.in, s_bf16);
+      const double ours_f = GFlops(kT, s.out, s.in, s_f32);
+      std::printf(
+          "  %-28s %9.1f %5.1f%% %9.1f %5.1f%% %9.1f %5.1f%% %9.1f %5.1f%%\n",
+          s.name, ours_b, 100 * ours_b / gemm_peak, ours_f,
+          100 * ours_f / gemm_peak, blas, 100 * blas / gemm_peak, prod,
+          bf16_peak > 0 ? 100 * prod / bf16_peak : 0.0);
+    }
   }
   Rule();
   return 0;
