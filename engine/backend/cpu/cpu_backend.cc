@@ -157,6 +157,23 @@ void CpuBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& y) {
                     F32(y), pool_.get(), matmul_precision_);
 }
 
+void CpuBackend::MatMuls(const Tensor& x,
+                         absl::Span<const MatMulTarget> targets) {
+  constexpr size_t kMaxTargets = 8;  // a layer has at most 4
+  if (targets.size() > kMaxTargets) {
+    Backend::MatMuls(x, targets);
+    return;
+  }
+  MatMulOutput outputs[kMaxTargets];
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const Tensor& w = *targets[i].w;
+    outputs[i] = {w.data, w.type, w.shape[0], F32(*targets[i].y)};
+  }
+  MatMulShared(F32(x), x.rows(), x.cols(), outputs,
+               static_cast<int>(targets.size()), pool_.get(),
+               matmul_precision_);
+}
+
 void CpuBackend::EmbeddingGather(const Tensor& ids, const Tensor& table,
                                  const Tensor& out) {
   ref::EmbeddingGather(ids.as<int32_t>(), ids.num_elements(), table.data,

@@ -57,6 +57,8 @@ class CpuBackend final : public Backend {
   absl::Status SetBatchLayout(const BatchLayout& layout) override;
 
   void MatMul(const Tensor& x, const Tensor& w, const Tensor& y) override;
+  void MatMuls(const Tensor& x,
+               absl::Span<const MatMulTarget> targets) override;
   void EmbeddingGather(const Tensor& ids, const Tensor& table,
                        const Tensor& out) override;
   void RmsNorm(const Tensor& x, const Tensor& w, float eps,

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <memory>
 #include <new>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cpu/matmul_kernels.h"
@@ -184,49 +185,113 @@ struct AlignedFloats {
   }
 };
 
-// Splits the output features over the pool's threads, kRowsPerUnit rows at
-// a time (the calling thread alone below kMinParallelMacs): both precisions.
-// run_units(worker, o_begin, o_end).
-template <typename RunUnits>
-void SplitOutputs(ThreadPool* pool, int64_t macs, int64_t out_features,
-                  const RunUnits& run_units) {
-  const int max_chunks = macs < kMinParallelMacs ? 1 : ThreadPool::kNoLimit;
-  const int64_t num_units = (out_features + kRowsPerUnit - 1) / kRowsPerUnit;
-  pool->ParallelForWorker(
-      num_units,
-      [&](int worker, int64_t begin, int64_t end) {
-        run_units(worker, begin * kRowsPerUnit,
-                  std::min(end * kRowsPerUnit, out_features));
-      },
-      max_chunks);
-}
+// One product of a call, ready to run: the problem and its path (exactly
+// one of kern and bf16), and its first unit of kRowsPerUnit output rows in
+// the call's numbering of all its products' units.
+struct Product {
+  Problem p;
+  const MatMulKernels* kern;   // f32 products
+  const Bf16DotKernels* bf16;  // bf16 products (MatMulPrecision::kBF16)
+  int64_t first_unit;
+  int64_t num_units;
+};
 
-void MatMulBf16(MatMulIsa isa, const float* x, int64_t num_tokens,
-                int64_t in_features, const uint16_t* w, int64_t out_features,
-                float* y, ThreadPool* pool) {
-  const Bf16DotKernels& kern = isa == MatMulIsa::kAvx512 &&
-                                       MatMulBf16DotSupported()
-                                   ? matmul_internal::Avx512Bf16DotKernels()
-                                   : matmul_internal::ScalarBf16DotKernels();
-  // x rounded once, here, for every worker (num_tokens · in_features
-  // conversions against num_tokens · in_features · out_features products).
-  std::unique_ptr<uint16_t[]> xb(new uint16_t[num_tokens * in_features]);
-  kern.round(x, num_tokens * in_features, xb.get());
-  const Problem problem{x,
-                        num_tokens,
-                        in_features,
-                        reinterpret_cast<const char*>(w),
-                        ElementType::kBF16,
-                        out_features,
-                        y};
-  if (pool == nullptr) {
-    RunRowsBf16(kern, problem, xb.get(), 0, out_features);
+// Every product of one x (MatMulWithIsa and MatMulShared): x rounded once
+// when a product takes bf16 products, then one parallel pass over all the
+// products' output rows, kRowsPerUnit rows a unit (the calling thread alone
+// below kMinParallelMacs in all). Each output's bits depend only on its x
+// row and weight row, whatever the split.
+void RunProducts(MatMulIsa isa, const float* x, int64_t num_tokens,
+                 int64_t in_features, const MatMulOutput* outputs,
+                 int num_outputs, ThreadPool* pool,
+                 MatMulPrecision precision) {
+  if (num_tokens <= 0) return;
+  if (in_features <= 0) {
+    for (int i = 0; i < num_outputs; ++i) {
+      std::fill(outputs[i].y, outputs[i].y + num_tokens * outputs[i].out_features,
+                0.0f);
+    }
     return;
   }
-  SplitOutputs(pool, num_tokens * in_features * out_features, out_features,
-               [&](int /*worker*/, int64_t o_begin, int64_t o_end) {
-                 RunRowsBf16(kern, problem, xb.get(), o_begin, o_end);
-               });
+  isa = ResolveMatMulIsa(isa);
+  const Bf16DotKernels& bf16_kern =
+      isa == MatMulIsa::kAvx512 && MatMulBf16DotSupported()
+          ? matmul_internal::Avx512Bf16DotKernels()
+          : matmul_internal::ScalarBf16DotKernels();
+  std::vector<Product> products;
+  products.reserve(static_cast<size_t>(num_outputs));
+  bool round_x = false;
+  size_t scratch_bytes = 0;  // prefill's pack buffer (f32 products)
+  int64_t units = 0, macs = 0;
+  for (int i = 0; i < num_outputs; ++i) {
+    const MatMulOutput& o = outputs[i];
+    if (o.out_features <= 0) continue;
+    Product pr{{x, num_tokens, in_features, static_cast<const char*>(o.w),
+                o.w_type, o.out_features, o.y},
+               nullptr,
+               nullptr,
+               units,
+               (o.out_features + kRowsPerUnit - 1) / kRowsPerUnit};
+    if (precision == MatMulPrecision::kBF16 &&
+        o.w_type == ElementType::kBF16) {
+      pr.bf16 = &bf16_kern;
+      round_x = true;
+    } else {
+      // The vector paths know the three float weight types; anything else
+      // goes through the scalar path's LoadAsF32.
+      const bool float_type = o.w_type == ElementType::kF32 ||
+                              o.w_type == ElementType::kBF16 ||
+                              o.w_type == ElementType::kF16;
+      pr.kern = &KernelsFor(float_type ? isa : MatMulIsa::kScalar);
+      // Decode reads the stored rows directly and needs no buffer.
+      if (num_tokens > pr.kern->mr) {
+        scratch_bytes = std::max(
+            scratch_bytes, static_cast<size_t>(PackRows(in_features) *
+                                               PackStride(in_features)) *
+                               sizeof(float));
+      }
+    }
+    units += pr.num_units;
+    macs += num_tokens * in_features * o.out_features;
+    products.push_back(pr);
+  }
+  // x rounded once, here, for every product and worker (num_tokens ·
+  // in_features conversions against that many times out_features products).
+  std::unique_ptr<uint16_t[]> xb;
+  if (round_x) {
+    xb.reset(new uint16_t[num_tokens * in_features]);
+    bf16_kern.round(x, num_tokens * in_features, xb.get());
+  }
+  const auto run_units = [&](float* scratch, int64_t u_begin, int64_t u_end) {
+    for (const Product& pr : products) {
+      const int64_t b = std::max(u_begin, pr.first_unit);
+      const int64_t e = std::min(u_end, pr.first_unit + pr.num_units);
+      if (b >= e) continue;
+      const int64_t o_begin = (b - pr.first_unit) * kRowsPerUnit;
+      const int64_t o_end =
+          std::min((e - pr.first_unit) * kRowsPerUnit, pr.p.out_features);
+      if (pr.bf16 != nullptr) {
+        RunRowsBf16(*pr.bf16, pr.p, xb.get(), o_begin, o_end);
+      } else {
+        RunRows(*pr.kern, pr.p, o_begin, o_end, scratch);
+      }
+    }
+  };
+  if (pool == nullptr) {
+    std::unique_ptr<float, AlignedFloats> scratch(
+        scratch_bytes == 0 ? nullptr
+                           : static_cast<float*>(::operator new[](
+                                 scratch_bytes, std::align_val_t{64})));
+    run_units(scratch.get(), 0, units);
+    return;
+  }
+  pool->ParallelForWorker(
+      units,
+      [&](int worker, int64_t begin, int64_t end) {
+        run_units(static_cast<float*>(pool->WorkerScratch(worker, scratch_bytes)),
+                  begin, end);
+      },
+      macs < kMinParallelMacs ? 1 : ThreadPool::kNoLimit);
 }
 
 }  // namespace
@@ -304,52 +369,15 @@ void MatMulWithIsa(MatMulIsa isa, const float* x, int64_t num_tokens,
                    int64_t in_features, const void* w, ElementType w_type,
                    int64_t out_features, float* y, ThreadPool* pool,
                    MatMulPrecision precision) {
-  if (num_tokens <= 0 || out_features <= 0) return;
-  if (in_features <= 0) {
-    std::fill(y, y + num_tokens * out_features, 0.0f);
-    return;
-  }
-  isa = ResolveMatMulIsa(isa);
-  if (precision == MatMulPrecision::kBF16 && w_type == ElementType::kBF16) {
-    MatMulBf16(isa, x, num_tokens, in_features,
-               static_cast<const uint16_t*>(w), out_features, y, pool);
-    return;
-  }
-  // The vector paths know the three float weight types; anything else goes
-  // through the scalar path's LoadAsF32.
-  if (w_type != ElementType::kF32 && w_type != ElementType::kBF16 &&
-      w_type != ElementType::kF16) {
-    isa = MatMulIsa::kScalar;
-  }
-  const MatMulKernels& kern = KernelsFor(isa);
+  const MatMulOutput output{w, w_type, out_features, y};
+  RunProducts(isa, x, num_tokens, in_features, &output, 1, pool, precision);
+}
 
-  const Problem problem{x,
-                        num_tokens,
-                        in_features,
-                        static_cast<const char*>(w),
-                        w_type,
-                        out_features,
-                        y};
-  // Decode reads the stored rows directly and needs no buffer.
-  const size_t scratch_bytes =
-      num_tokens <= kern.mr ? 0
-                            : static_cast<size_t>(PackRows(in_features) *
-                                                  PackStride(in_features)) *
-                                  sizeof(float);
-  if (pool == nullptr) {
-    std::unique_ptr<float, AlignedFloats> scratch(
-        scratch_bytes == 0 ? nullptr
-                           : static_cast<float*>(::operator new[](
-                                 scratch_bytes, std::align_val_t{64})));
-    RunRows(kern, problem, 0, out_features, scratch.get());
-    return;
-  }
-  SplitOutputs(pool, num_tokens * in_features * out_features, out_features,
-               [&](int worker, int64_t o_begin, int64_t o_end) {
-                 float* scratch = static_cast<float*>(
-                     pool->WorkerScratch(worker, scratch_bytes));
-                 RunRows(kern, problem, o_begin, o_end, scratch);
-               });
+void MatMulShared(const float* x, int64_t num_tokens, int64_t in_features,
+                  const MatMulOutput* outputs, int num_outputs,
+                  ThreadPool* pool, MatMulPrecision precision) {
+  RunProducts(MatMulIsa::kAuto, x, num_tokens, in_features, outputs,
+              num_outputs, pool, precision);
 }
 
 }  // namespace tributary

@@ -96,6 +96,23 @@ void MatMul(const float* x, int64_t num_tokens, int64_t in_features,
             const void* w, ElementType w_type, int64_t out_features, float* y,
             ThreadPool* pool, MatMulPrecision precision = MatMulPrecision::kF32);
 
+// One of several products of the same x (MatMulShared): y = x Wᵀ with w
+// [out_features, in_features] of w_type, y [num_tokens, out_features].
+struct MatMulOutput {
+  const void* w;
+  ElementType w_type;
+  int64_t out_features;
+  float* y;
+};
+
+// y_i = x W_iᵀ for every output (a layer's input projections), in one
+// parallel pass: one hand-off to the pool instead of one per product, and x
+// rounded once for kBF16. The same bits as MatMul on each output.
+void MatMulShared(const float* x, int64_t num_tokens, int64_t in_features,
+                  const MatMulOutput* outputs, int num_outputs,
+                  ThreadPool* pool,
+                  MatMulPrecision precision = MatMulPrecision::kF32);
+
 // The same on a given path, for tests and benchmarks. The path must be
 // supported (MatMulIsaSupported); an unsupported one falls back to kScalar.
 // kBF16 runs on VDPBF16PS for kAvx512 when MatMulBf16DotSupported(), else on

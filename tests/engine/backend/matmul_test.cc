@@ -248,6 +248,40 @@ TEST(MatMulTest, UnsupportedPathFallsBackToScalar) {
   }
 }
 
+// One pass over several products of one x gives each product's own bits,
+// whatever mix of weight types, precisions and sizes (tiny ones included).
+TEST(MatMulTest, SharedInputGivesEachProductsBits) {
+  ThreadPool pool(2);
+  for (const int64_t tokens : {int64_t{1}, int64_t{5}, int64_t{40}}) {
+    const int64_t in = 300;
+    const std::vector<float> x = RandomFloats(tokens * in, 61);
+    const int64_t outs[] = {512, 8, 3, 130};
+    const ElementType types[] = {ElementType::kBF16, ElementType::kBF16,
+                                 ElementType::kF32, ElementType::kF16};
+    std::vector<std::vector<uint8_t>> ws;
+    for (int i = 0; i < 4; ++i) {
+      ws.push_back(RandomWeights(types[i], in * outs[i], 62 + i));
+    }
+    for (MatMulPrecision precision :
+         {MatMulPrecision::kF32, MatMulPrecision::kBF16}) {
+      std::vector<std::vector<float>> ys;
+      MatMulOutput outputs[4];
+      for (int i = 0; i < 4; ++i) {
+        ys.emplace_back(tokens * outs[i], -1.0f);
+        outputs[i] = {ws[i].data(), types[i], outs[i], ys[i].data()};
+      }
+      MatMulShared(x.data(), tokens, in, outputs, 4, &pool, precision);
+      for (int i = 0; i < 4; ++i) {
+        const Shape s{tokens, in, outs[i]};
+        EXPECT_EQ(ys[i], RunMatMul(MatMulIsa::kAuto, x, s, ws[i], types[i],
+                                   nullptr, precision))
+            << "product " << i << " T=" << tokens << " "
+            << MatMulPrecisionName(precision);
+      }
+    }
+  }
+}
+
 // ---- MatMulPrecision::kBF16: x rounded to bf16, VDPBF16PS's order ----
 
 // The bf16 products in double, from x rounded to bf16 (an independent check
