@@ -120,6 +120,17 @@ TRIBUTARY_AVX512 inline void StoreDots(const __m512* acc, float* y,
   }
 }
 
+// The chunk-th kBytes of the next tile's rows into L2, at the pace the tile
+// reads its own (MatMulKernels::tile's `prefetch`; null: none).
+template <int64_t kBytes>
+TRIBUTARY_AVX512 inline void PrefetchChunk(const char* prefetch,
+                                           int64_t chunk) {
+  if (prefetch == nullptr) return;
+  const char* pf = prefetch + chunk * kBytes;
+#pragma GCC unroll 16
+  for (int64_t b = 0; b < kBytes; b += 64) _mm_prefetch(pf + b, _MM_HINT_T1);
+}
+
 template <int M, int N, ElementType kType>
 TRIBUTARY_AVX512 void Tile(const float* x, int64_t ldx, const void* const* rows,
                            int64_t k, float* y, int64_t ldy, int n_store,
@@ -137,13 +148,7 @@ TRIBUTARY_AVX512 void Tile(const float* x, int64_t ldx, const void* const* rows,
   constexpr int64_t kPrefetchBytesPerChunk = N * 16 * sizeof(Elem);
   int64_t i = 0;
   for (; i + 16 <= k; i += 16) {
-    if (prefetch != nullptr) {
-      const char* pf = prefetch + (i / 16) * kPrefetchBytesPerChunk;
-#pragma GCC unroll 16
-      for (int64_t b = 0; b < kPrefetchBytesPerChunk; b += 64) {
-        _mm_prefetch(pf + b, _MM_HINT_T1);
-      }
-    }
+    PrefetchChunk<kPrefetchBytesPerChunk>(prefetch, i / 16);
     __m512 w[N];
 #pragma GCC unroll 8
     for (int r = 0; r < N; ++r) w[r] = Load16<kType>(row[r], i);
@@ -260,13 +265,7 @@ TRIBUTARY_AVX512_BF16 void Bf16DotTile(const uint16_t* x, int64_t ldx,
   constexpr int64_t kPrefetchBytesPerChunk = N * 32 * sizeof(uint16_t);
   int64_t i = 0;
   for (; i + 32 <= k; i += 32) {
-    if (prefetch != nullptr) {
-      const char* pf = prefetch + (i / 32) * kPrefetchBytesPerChunk;
-#pragma GCC unroll 16
-      for (int64_t b = 0; b < kPrefetchBytesPerChunk; b += 64) {
-        _mm_prefetch(pf + b, _MM_HINT_T1);
-      }
-    }
+    PrefetchChunk<kPrefetchBytesPerChunk>(prefetch, i / 32);
     __m512bh w[N];
 #pragma GCC unroll 8
     for (int r = 0; r < N; ++r) {
