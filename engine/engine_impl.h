@@ -20,6 +20,7 @@
 #include "engine/engine.h"
 #include "engine/model/hybrid_decoder.h"
 #include "engine/model/model_directory.h"
+#include "engine/penalty_history.h"
 #include "engine/request_interventions.h"
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/stop_matcher.h"
@@ -60,6 +61,10 @@ struct RequestState {
   std::optional<RequestInterventions> interventions;
   std::vector<LensReading> pending_lens;
   int64_t next_lens_position = 0;
+  // Device sampling with penalties: the distinct ids and output counts,
+  // made when the request first samples on the device, then kept up to
+  // date by EmitToken.
+  std::optional<PenaltyHistory> penalty_history;
 };
 
 inline double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
@@ -146,11 +151,10 @@ struct Engine::Impl {
                         absl::Span<const float> row);
   SequenceOutput TakeDeviceToken(engine_internal::RequestState& r, int32_t id,
                                  const TokenLogprobs* logprobs);
-  // Appends r's penalty entries to `history` and points `choice` at them.
-  void AppendHistory(const engine_internal::RequestState& r, TokenChoice* choice,
+  // Appends r's penalty entries to `history` and points `choice` at them
+  // (making r.penalty_history on first use).
+  void AppendHistory(engine_internal::RequestState& r, TokenChoice* choice,
                      std::vector<TokenHistoryEntry>* history);
-  // Scratch of AppendHistory (engine thread only).
-  absl::flat_hash_map<int32_t, int32_t> history_counts;
   SequenceOutput EmitToken(engine_internal::RequestState& r,
                            absl::StatusOr<SampleResult> sample);
 };

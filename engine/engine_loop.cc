@@ -151,21 +151,17 @@ SequenceOutput Engine::Impl::Sample(RequestState& r,
 static_assert(TokenChoice::kGreedyTemperature == SamplingParams::kGreedyTemperature);
 static_assert(kMaxTopLogprobs == SamplingParams::kMaxNumLogprobs);
 
-// The distinct ids a request's penalties touch, with their output counts:
-// the output's, and the prompt's too when the repetition penalty is on
-// (presence and frequency see the output only).
-void Engine::Impl::AppendHistory(const RequestState& r, TokenChoice* choice,
+void Engine::Impl::AppendHistory(RequestState& r, TokenChoice* choice,
                                  std::vector<TokenHistoryEntry>* history) {
-  history_counts.clear();
-  for (int32_t id : r.output) ++history_counts[id];
-  if (r.params.repetition_penalty != 1.0f) {
-    for (int32_t id : r.prompt) history_counts.try_emplace(id, 0);
+  if (!r.penalty_history) {
+    r.penalty_history.emplace(r.prompt, r.output,
+                              r.params.repetition_penalty != 1.0f);
   }
+  const absl::Span<const TokenHistoryEntry> entries =
+      r.penalty_history->entries();
   choice->history_begin = static_cast<int32_t>(history->size());
-  choice->history_count = static_cast<int32_t>(history_counts.size());
-  for (const auto& [id, count] : history_counts) {
-    history->push_back(TokenHistoryEntry{id, count, 0.0f});
-  }
+  choice->history_count = static_cast<int32_t>(entries.size());
+  history->insert(history->end(), entries.begin(), entries.end());
 }
 
 SequenceOutput Engine::Impl::TakeDeviceToken(RequestState& r, int32_t id,
@@ -211,6 +207,7 @@ SequenceOutput Engine::Impl::EmitToken(RequestState& r,
     return out;
   }
   r.output.push_back(token);
+  if (r.penalty_history) r.penalty_history->AddOutput(token);
   if (!r.first_token_time) r.first_token_time = absl::Now();
 
   TokenEvent event;
@@ -340,7 +337,7 @@ bool Engine::Impl::Step() {
   bool draws = false;
   size_t logits_rows = 0;
   for (size_t i = 0; i < n; ++i) {
-    const RequestState* r = requests[i];
+    RequestState* r = requests[i];
     bool device = r == nullptr || done[i] || !plan.sequences[i].samples_token();
     if (!device) {
       const SamplingParams& p = r->params;

@@ -9,6 +9,7 @@
 //                   [--backend cpu|cuda] [--device D] [--no-cuda-graphs]
 //                   [--synthetic PRESET]
 //                   [--temperature T] [--top-k K] [--top-p P]
+//                   [--repetition-penalty R]
 //                   [--device-sampling | --no-device-sampling]
 //                   [--cpu-matmul f32|bf16]
 //
@@ -17,9 +18,9 @@
 // checkpoint needed.
 // N requests, each with a synthetic prompt of P token ids (deterministic from
 // --seed) and exactly O generated tokens (greedy, ignore_eos; or sampled with
-// --temperature T > 0, --top-k, --top-p, seeded from --seed; where they draw
-// is EngineOptions::device_sampling: the backend's default, or forced on or
-// off). They are
+// --temperature T > 0, --top-k, --top-p, seeded from --seed; penalized with
+// --repetition-penalty R; where they draw is EngineOptions::device_sampling:
+// the backend's default, or forced on or off). They are
 // submitted all at once (the default), or keeping at most C in flight (a new
 // one is submitted when one finishes), or at R requests/s with Poisson
 // arrivals (exponential gaps drawn from --seed). Before the measurement W
@@ -213,7 +214,7 @@ absl::Status Run(int argc, char** argv) {
                       "concurrency", "rate", "threads", "seed", "max-running",
                       "max-tokens-per-step", "cache-mib", "warmup",
                       "backend", "device", "synthetic", "temperature",
-                      "top-k", "top-p", "cpu-matmul"},
+                      "top-k", "top-p", "repetition-penalty", "cpu-matmul"},
                      {"json", "tokenizer", "no-cuda-graphs", "device-sampling",
                       "no-device-sampling"}));
   if (!args.positional().empty()) {
@@ -260,6 +261,8 @@ absl::Status Run(int argc, char** argv) {
   };
   ASSIGN_OR_RETURN(const double temperature, number("temperature", 0.0));
   ASSIGN_OR_RETURN(const double top_p, number("top-p", 1.0));
+  ASSIGN_OR_RETURN(const double repetition_penalty,
+                   number("repetition-penalty", 1.0));
   ASSIGN_OR_RETURN(int64_t top_k, args.GetInt("top-k", 0, 0, 1 << 30));
   if (args.Has("device-sampling") && args.Has("no-device-sampling")) {
     return absl::InvalidArgumentError(
@@ -332,6 +335,8 @@ absl::Status Run(int argc, char** argv) {
     request.sampling.temperature = static_cast<float>(temperature);  // 0: greedy
     request.sampling.top_k = static_cast<int32_t>(top_k);
     request.sampling.top_p = static_cast<float>(top_p);
+    request.sampling.repetition_penalty =
+        static_cast<float>(repetition_penalty);
     request.sampling.max_new_tokens = static_cast<int32_t>(output_tokens);
     request.sampling.ignore_eos = true;
     return request;

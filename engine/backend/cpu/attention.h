@@ -5,7 +5,8 @@
 // GQA group are done together, so each cached key row is read once for the
 // group. Per unit: the key rows' offsets are resolved once through the block
 // table; scores q·k (16 lane-wise fma chains over head_dim, then a fixed
-// lane tree) scaled, max, exp and an f32 sum in ascending key order; then
+// lane tree) scaled, max, exp (vec16.inc's ExpF: e^x in f64, rounded to
+// f32, 16 keys at a time) and an f32 sum in ascending key order; then
 // o = (Σ_p e_p v_p) / Σ e with one fma per key in ascending order,
 // vectorised over head_dim. Units are spread over the pool by a static
 // partition, tokens interleaved from both ends of the sequence so the causal
