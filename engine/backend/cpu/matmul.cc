@@ -208,6 +208,7 @@ void RunProducts(MatMulIsa isa, const float* x, int64_t num_tokens,
   if (num_tokens <= 0) return;
   if (in_features <= 0) {
     for (int i = 0; i < num_outputs; ++i) {
+      if (outputs[i].out_features <= 0) continue;
       std::fill(outputs[i].y, outputs[i].y + num_tokens * outputs[i].out_features,
                 0.0f);
     }

@@ -25,8 +25,10 @@
 // tokens of the call, the thread count, the blocking or the tile shape — so
 // results are bit-for-bit batch invariant, and the scalar, AVX2 and AVX-512
 // paths give identical bits (all fuse multiply-adds the same way; bf16/f16
-// widening is exact). They differ from reference::MatMul (one sequential
-// sum) by rounding only (~1e-7 relative).
+// widening is exact), up to the payload of a NaN result (when two lanes hold
+// different NaNs, which one an add keeps depends on its operand order, which
+// the compiler may swap on the portable path). They differ from
+// reference::MatMul (one sequential sum) by rounding only (~1e-7 relative).
 //
 // Cost: decode reads the weights once (≈ DRAM bandwidth bound); prefill is
 // 2·T·in·out flops at ~90–100 % of one core's FMA peak per thread.

@@ -281,8 +281,8 @@ TRIBUTARY_AVX512_BF16 void Bf16DotTile(const uint16_t* x, int64_t ldx,
     }
   }
   if (i < k) {
-    // Zero-padded last chunk: +0 · +0 added to acc leaves it unchanged (acc
-    // is never −0 nor subnormal).
+    // Zero-padded last chunk: +0 · +0 added to acc leaves it unchanged, but
+    // for a −0 (a flushed sum), which becomes +0; the twin pads the same way.
     const __mmask32 mask = static_cast<__mmask32>((1ull << (k - i)) - 1);
     __m512bh w[N];
 #pragma GCC unroll 8

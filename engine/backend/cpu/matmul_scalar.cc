@@ -1,6 +1,7 @@
 // The portable path: the canonical 16-lane order (matmul_kernels.h) spelled
 // out with std::fma, so that it gives the vector paths' bits exactly; and the
 // same for the bf16 products' order, the naive twin of VDPBF16PS.
+#include <cfloat>
 #include <cmath>
 #include <initializer_list>
 
@@ -44,10 +45,30 @@ void TileScalar(int m, const float* x, int64_t ldx, const void* const* rows,
   }
 }
 
-// A subnormal read or flushed as a zero of its sign (VDPBF16PS's DAZ and
-// FTZ, which ignore MXCSR).
+// A subnormal input read as a zero of its sign (VDPBF16PS's DAZ, which
+// ignores MXCSR).
 float FlushSubnormal(float f) {
   return std::fpclassify(f) == FP_SUBNORMAL ? std::copysign(0.0f, f) : f;
+}
+
+// acc + x·w rounded once to f32, then VDPBF16PS's FTZ: a result whose
+// rounding *with an unbounded exponent* is below 2^-126 becomes a zero of its
+// sign. std::fma rounds onto the subnormal grid instead, which differs just
+// below 2^-126 (an exact sum of 2^-126 − 2^-150 rounds up to 2^-126 there,
+// while the instruction rounds it to 2^-126 − 2^-150 and flushes it). So a
+// result at or below 2^-126 is recomputed 2^64 times larger, where it rounds
+// as a normal number. That is exact: such a sum's terms are all below
+// ~2^-100 (a nonzero sum of an f32 and a product of two bf16 is a multiple
+// of the smaller term's last place), so nothing overflows.
+float Bf16Fma(float x, float w, float acc) {
+  const float r = std::fma(x, w, acc);
+  if (r == 0.0f || !(std::fabs(r) <= FLT_MIN)) return r;
+  constexpr float kUp = 0x1p64f;
+  const bool scale_x = std::fabs(x) <= std::fabs(w);
+  const float scaled = std::fma(scale_x ? x * kUp : x, scale_x ? w : w * kUp,
+                                acc * kUp);
+  return std::fabs(scaled) < 0x1p-62f ? std::copysign(0.0f, scaled)
+                                      : scaled * 0x1p-64f;
 }
 
 void Bf16DotTileScalar(int m, const uint16_t* x, int64_t ldx,
@@ -64,8 +85,7 @@ void Bf16DotTileScalar(int m, const uint16_t* x, int64_t ldx,
         for (int r = 0; r < kNr; ++r) {
           const float w = load(rows[r], i);
           for (int t = 0; t < m; ++t) {
-            acc[t][r][j] = FlushSubnormal(
-                std::fma(load(x + t * ldx, i), w, acc[t][r][j]));
+            acc[t][r][j] = Bf16Fma(load(x + t * ldx, i), w, acc[t][r][j]);
           }
         }
       }

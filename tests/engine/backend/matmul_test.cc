@@ -163,11 +163,21 @@ TEST(MatMulTest, DefaultEntryPointMatchesReference) {
 }
 
 TEST(MatMulTest, ZeroInFeaturesGivesZeros) {
-  std::vector<float> y(6, 5.0f);
-  const float x = 0.0f;
-  const uint16_t w = 0;
-  MatMul(&x, 2, 0, &w, ElementType::kBF16, 3, y.data(), nullptr);
-  for (float v : y) EXPECT_EQ(v, 0.0f);
+  for (MatMulPrecision precision :
+       {MatMulPrecision::kF32, MatMulPrecision::kBF16}) {
+    std::vector<float> y(6, 5.0f);
+    const float x = 0.0f;
+    const uint16_t w = 0;
+    MatMul(&x, 2, 0, &w, ElementType::kBF16, 3, y.data(), nullptr, precision);
+    for (float v : y) EXPECT_EQ(v, 0.0f);
+    // No outputs: nothing written (y stays as it was).
+    std::vector<float> untouched(6, 5.0f);
+    MatMul(&x, 2, 0, &w, ElementType::kBF16, 0, untouched.data(), nullptr,
+           precision);
+    MatMul(&x, 2, 0, &w, ElementType::kBF16, -3, untouched.data(), nullptr,
+           precision);
+    for (float v : untouched) EXPECT_EQ(v, 5.0f);
+  }
 }
 
 // A token's output must not depend on the other tokens of the call, nor on
@@ -271,6 +281,10 @@ TEST(MatMulTest, SharedInputGivesEachProductsBits) {
         outputs[i] = {ws[i].data(), types[i], outs[i], ys[i].data()};
       }
       MatMulShared(x.data(), tokens, in, outputs, 4, &pool, precision);
+      // Products with no outputs are skipped, wherever they sit.
+      MatMulOutput with_empty[3] = {
+          outputs[0], {ws[1].data(), types[1], 0, nullptr}, outputs[3]};
+      MatMulShared(x.data(), tokens, in, with_empty, 3, &pool, precision);
       for (int i = 0; i < 4; ++i) {
         const Shape s{tokens, in, outs[i]};
         EXPECT_EQ(ys[i], RunMatMul(MatMulIsa::kAuto, x, s, ws[i], types[i],
@@ -417,6 +431,61 @@ TEST(MatMulBf16Test, FlushesSubnormalsAsTheInstructionDoes) {
   }
   EXPECT_GT(normal, 0);
   EXPECT_GT(flushed, 0);
+}
+
+// Sums just below 2^-126: the instruction decides "subnormal" on the sum
+// rounded with an unbounded exponent, so 2^-126 − 2^-150 flushes to zero
+// where rounding onto the subnormal grid would give 2^-126.
+TEST(MatMulBf16Test, FlushesSumsJustBelowTheNormalRange) {
+  const auto bf16 = [](float v) {
+    const uint16_t h = F32ToBf16(v);
+    EXPECT_EQ(Bf16ToF32(h), v);  // exact in bf16
+    return h;
+  };
+  // (x, w) pairs, odd element first: 2^-126 then −2^-150 (exact sum
+  // 2^-126 − 2^-150), and neighbours of the boundary.
+  struct Case {
+    float x0, w0, x1, w1;
+  };
+  const Case cases[] = {
+      {std::ldexp(1.0f, -75), -std::ldexp(1.0f, -75), std::ldexp(1.0f, -63),
+       std::ldexp(1.0f, -63)},
+      {std::ldexp(1.0f, -76), -std::ldexp(1.0f, -75), std::ldexp(1.0f, -63),
+       std::ldexp(1.0f, -63)},
+      {std::ldexp(1.0f, -70), -std::ldexp(1.0f, -75), std::ldexp(1.0f, -63),
+       std::ldexp(1.0f, -63)},
+      {std::ldexp(1.5f, -75), std::ldexp(1.0f, -75), -std::ldexp(1.0f, -63),
+       std::ldexp(1.0f, -63)},
+      {std::ldexp(1.0f, -60), std::ldexp(1.0f, -66), std::ldexp(1.0f, -60),
+       -std::ldexp(1.0f, -66)},
+  };
+  for (const Case& c : cases) {
+    const Shape s{1, 2, 1};
+    // x = {x0, x1} and w = {w0, w1}: x as floats that are exact in bf16.
+    const std::vector<float> x = {c.x0, c.x1};
+    std::vector<uint8_t> w(4);
+    const uint16_t h[2] = {bf16(c.w0), bf16(c.w1)};
+    std::memcpy(w.data(), h, 4);
+    const std::vector<float> twin = RunMatMul(
+        MatMulIsa::kScalar, x, s, w, ElementType::kBF16, nullptr,
+        MatMulPrecision::kBF16);
+    if (MatMulBf16DotSupported()) {
+      const std::vector<float> fast = RunMatMul(
+          MatMulIsa::kAvx512, x, s, w, ElementType::kBF16, nullptr,
+          MatMulPrecision::kBF16);
+      EXPECT_EQ(0, std::memcmp(twin.data(), fast.data(), sizeof(float)))
+          << std::hexfloat << "twin " << twin[0] << " instruction " << fast[0];
+    }
+  }
+  // The first case by definition: flushed (its unbounded rounding is
+  // 2^-126 − 2^-150 itself, below the normal range).
+  const std::vector<float> x = {cases[0].x0, cases[0].x1};
+  std::vector<uint8_t> w(4);
+  const uint16_t h[2] = {bf16(cases[0].w0), bf16(cases[0].w1)};
+  std::memcpy(w.data(), h, 4);
+  EXPECT_EQ(RunMatMul(MatMulIsa::kScalar, x, Shape{1, 2, 1}, w,
+                      ElementType::kBF16, nullptr, MatMulPrecision::kBF16)[0],
+            0.0f);
 }
 
 TEST(MatMulBf16Test, BatchAndThreadInvariantBitForBit) {

@@ -4,6 +4,8 @@
 // only, and bad input exits 1 with one line on stderr.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -115,13 +117,16 @@ TEST(RunCliTest, BadInputExitsOneWithOneLine) {
 
 // --cpu-matmul bf16 on the default model: the same greedy text as f32 (the
 // model is well conditioned: its logits move by ~1e-3 of their range, below
-// every top-2 margin of this continuation; checked 2026-11-29 to 40 tokens).
+// every top-2 margin of this continuation; checked 2026-11-29 to 40 tokens),
+// and --dump shows that the flag took effect: the logits moved, slightly.
 TEST(RunCliTest, Bf16MatMulsGenerateTheSameText) {
   const std::string base =
       absl::StrCat("--model ", SourcePath("models/tiny-shakespeare"),
                    " --prompt 'ROMEO:' --max-new-tokens 24 --ignore-eos");
-  const Result f32 = RunTool(base);
-  const Result bf16 = RunTool(base + " --cpu-matmul bf16");
+  const std::string f32_dump = testing::TempDir() + "/run_cli_f32.json";
+  const std::string bf16_dump = testing::TempDir() + "/run_cli_bf16.json";
+  const Result f32 = RunTool(base + " --dump " + f32_dump);
+  const Result bf16 = RunTool(base + " --cpu-matmul bf16 --dump " + bf16_dump);
   ASSERT_EQ(f32.exit_code, 0) << f32.err;
   if (bf16.exit_code != 0 &&
       bf16.err.find("AVX512_BF16") != std::string::npos) {
@@ -130,6 +135,30 @@ TEST(RunCliTest, Bf16MatMulsGenerateTheSameText) {
   ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
   EXPECT_GT(bf16.out.size(), 24u);
   EXPECT_EQ(bf16.out, f32.out);
+  std::ifstream fa(f32_dump), fb(bf16_dump);
+  const nlohmann::json a = nlohmann::json::parse(fa, nullptr, false);
+  const nlohmann::json b = nlohmann::json::parse(fb, nullptr, false);
+  ASSERT_FALSE(a.is_discarded() || b.is_discarded());
+  ASSERT_EQ(a["logits"].size(), b["logits"].size());
+  double max_ref = 0.0, max_diff = 0.0;
+  for (size_t row = 0; row < a["logits"].size(); ++row) {
+    for (size_t i = 0; i < a["logits"][row].size(); ++i) {
+      const double x = a["logits"][row][i].get<double>();
+      max_ref = std::max(max_ref, std::fabs(x));
+      max_diff =
+          std::max(max_diff, std::fabs(b["logits"][row][i].get<double>() - x));
+    }
+  }
+  EXPECT_GT(max_diff, 0.0);
+  EXPECT_LE(max_diff, 5e-3 * max_ref);
+}
+
+TEST(RunCliTest, BadCpuMatMulValueIsNamed) {
+  const Result r = RunTool("--cpu-matmul fp8 --prompt a --model " +
+                           SourcePath("models/tiny-shakespeare"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("\"fp8\" is not one of f32, bf16"), std::string::npos)
+      << r.err;
 }
 
 TEST(RunCliTest, SyntheticModelRunsOnTokenIds) {

@@ -1,9 +1,11 @@
 #include "engine/engine.h"
 
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -389,6 +391,92 @@ TEST(EngineTest, DeviceSamplingGivesTheHostSamplersTokens) {
   EXPECT_EQ(sinks[1]->events().front().top_logprobs.size(), 3u);
   expect_same(*RunToEnd(**engine, request(7)), *host[2]);
   expect_same(*RunToEnd(**engine, request(8)), *host[3]);
+}
+
+// EngineOptions::cpu_matmul_precision reaches the backend: bf16 products
+// move the logprobs (slightly: ~1e-3 of the logits' range on this model)
+// and keep the greedy tokens.
+TEST(EngineTest, Bf16MatMulsMoveTheLogprobsSlightly) {
+  if (!MatMulBf16DotSupported()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  auto run = [](MatMulPrecision precision) {
+    EngineOptions options = SmallEngineOptions(64, 4);
+    options.cpu_matmul_precision = precision;
+    auto engine = Engine::Create(options);
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    GenerateRequest r = Greedy(Encode("ROMEO:\nBut soft"), 8);
+    r.sampling.num_logprobs = 1;
+    return engine.ok() ? RunToEnd(**engine, std::move(r)) : nullptr;
+  };
+  const auto f32 = run(MatMulPrecision::kF32);
+  const auto bf16 = run(MatMulPrecision::kBF16);
+  ASSERT_TRUE(f32 && bf16);
+  EXPECT_EQ(bf16->token_ids(), f32->token_ids());
+  const std::vector<TokenEvent> a = f32->events(), b = bf16->events();
+  ASSERT_EQ(a.size(), b.size());
+  int moved = 0;
+  for (size_t e = 0; e < a.size(); ++e) {
+    if (!a[e].logprob) continue;
+    ASSERT_TRUE(b[e].logprob.has_value());
+    EXPECT_NEAR(*b[e].logprob, *a[e].logprob, 0.05);
+    moved += *b[e].logprob != *a[e].logprob;
+  }
+  EXPECT_GT(moved, 0);
+}
+
+// Penalized requests sampled on the backend keep their penalty history token
+// by token (PenaltyHistory); preemption by recompute keeps the output, so
+// the history must stay right across it. Four penalized greedy requests in
+// a pool small enough to preempt, with device sampling on and off: the same
+// tokens. (The schedule is the same in both runs: all four are submitted
+// before the first step, and nothing arrives later.)
+TEST(EngineTest, PenalizedDeviceSamplingSurvivesPreemption) {
+  auto run = [](EngineOptions::DeviceSampling sampling, int64_t* preemptions) {
+    EngineOptions options = SmallEngineOptions(5, 4);
+    options.scheduler.max_tokens_per_step = 16;
+    options.device_sampling = sampling;
+    std::mutex gate_mu;
+    std::condition_variable gate_cv;
+    bool all_submitted = false;
+    options.fault_hook = [&]() {
+      std::unique_lock<std::mutex> lock(gate_mu);
+      gate_cv.wait(lock, [&] { return all_submitted; });
+      return absl::OkStatus();
+    };
+    auto engine = Engine::Create(options);
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    std::vector<std::vector<int32_t>> tokens;
+    if (!engine.ok()) return tokens;
+    std::vector<std::shared_ptr<RecordingSink>> sinks;
+    for (size_t i = 0; i < 4; ++i) {
+      GenerateRequest r = Greedy(Encode(Prompts()[i]), 24);
+      r.sampling.repetition_penalty = 1.3f;
+      r.sampling.presence_penalty = 0.5f;
+      r.sampling.frequency_penalty = 0.4f;
+      sinks.push_back(std::make_shared<RecordingSink>());
+      EXPECT_TRUE((*engine)->Submit(std::move(r), sinks.back()).ok());
+    }
+    {
+      std::lock_guard<std::mutex> lock(gate_mu);
+      all_submitted = true;
+    }
+    gate_cv.notify_all();
+    for (const auto& sink : sinks) {
+      EXPECT_TRUE(sink->WaitFinal(kTimeout));
+      tokens.push_back(sink->token_ids());
+    }
+    *preemptions = (*engine)->counts().num_preemptions;
+    (*engine)->Shutdown(absl::Now());
+    return tokens;
+  };
+  int64_t host_preemptions = 0, device_preemptions = 0;
+  const auto host = run(EngineOptions::DeviceSampling::kOff, &host_preemptions);
+  const auto device =
+      run(EngineOptions::DeviceSampling::kOn, &device_preemptions);
+  EXPECT_GT(device_preemptions, 0);
+  EXPECT_EQ(device_preemptions, host_preemptions);
+  ASSERT_EQ(host.size(), 4u);
+  for (const auto& t : host) EXPECT_EQ(t.size(), 24u);
+  EXPECT_EQ(device, host);
 }
 
 TEST(EngineTest, StopStringAndStopTokenEndWithTheirReason) {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <numeric>
@@ -151,6 +152,37 @@ TEST(HybridDecoderBf16MatMulTest, DefaultModelWithinBf16Rounding) {
   CheckModel(h, SourcePath("tests/fixtures/default-model/reference.json"),
              "default model", 5e-3, 5e-3, /*check_greedy=*/true,
              /*norm_tolerance=*/5e-2);
+}
+
+// The harness's precision reaches the matmuls: a prefill's logits move, by
+// about bf16's rounding of the inputs and no more.
+TEST(HybridDecoderBf16MatMulTest, MovesTheLogitsByRoundingOnly) {
+  if (!MatMulBf16DotSupported()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  const std::string dir = SourcePath("models/tiny-shakespeare");
+  Harness f32(dir), bf16(dir, 256, 8, BackendKind::kCpu, ElementType::kBF16,
+                         MatMulPrecision::kBF16);
+  ASSERT_TRUE(f32.ok() && bf16.ok());
+  EXPECT_EQ(static_cast<CpuBackend&>(bf16.backend()).matmul_precision(),
+            MatMulPrecision::kBF16);
+  const auto prompt = Prompts({40}, f32.vocab()).front();
+  std::vector<std::vector<float>> logits;
+  for (Harness* h : {&f32, &bf16}) {
+    int32_t next = 0;
+    ASSERT_TRUE(h->decoder().ResetStateSlot(0).ok());
+    BatchLayout layout;
+    layout.sequences.push_back(Slice(0, 40, 0, 0, h->Blocks(40, &next)));
+    auto out = h->decoder().Forward(layout, prompt, ForwardOptions{true, true});
+    ASSERT_TRUE(out.ok()) << out.status();
+    logits.push_back(out->logits);
+  }
+  ASSERT_EQ(logits[0].size(), logits[1].size());
+  float max_ref = 0.0f, max_diff = 0.0f;
+  for (size_t i = 0; i < logits[0].size(); ++i) {
+    max_ref = std::max(max_ref, std::fabs(logits[0][i]));
+    max_diff = std::max(max_diff, std::fabs(logits[1][i] - logits[0][i]));
+  }
+  EXPECT_GT(max_diff, 0.0f);
+  EXPECT_LE(max_diff, 5e-3f * max_ref);
 }
 
 TEST(HybridDecoderBf16MatMulTest, CreateSaysWhatTheCpuLacks) {
