@@ -2,9 +2,7 @@
 // the per-token trace and the per-request summary, with chunked prefills,
 // batching and preemption.
 #include <cmath>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -81,14 +79,8 @@ TEST(EngineResidualTest, TraceCoversEveryPositionOnceAndSummaryAgrees) {
   // The first forward waits until all four are submitted, so that they
   // overlap (and the small pool preempts) however the threads are
   // scheduled on a loaded machine.
-  std::mutex gate_mu;
-  std::condition_variable gate_cv;
-  bool all_submitted = false;
-  options.fault_hook = [&]() {
-    std::unique_lock<std::mutex> lock(gate_mu);
-    gate_cv.wait(lock, [&] { return all_submitted; });
-    return absl::OkStatus();
-  };
+  testing_util::StartGate gate;
+  options.fault_hook = gate.Hook();
   auto engine = Engine::Create(options);
   ASSERT_TRUE(engine.ok()) << engine.status();
   std::vector<std::shared_ptr<RecordingSink>> sinks;
@@ -96,11 +88,7 @@ TEST(EngineResidualTest, TraceCoversEveryPositionOnceAndSummaryAgrees) {
     sinks.push_back(std::make_shared<RecordingSink>());
     ASSERT_TRUE((*engine)->Submit(Traced(p), sinks.back()).ok());
   }
-  {
-    std::lock_guard<std::mutex> lock(gate_mu);
-    all_submitted = true;
-  }
-  gate_cv.notify_all();
+  gate.Open();
   for (size_t i = 0; i < sinks.size(); ++i) {
     SCOPED_TRACE(i);
     ASSERT_TRUE(sinks[i]->WaitFinal(kTimeout));

@@ -1,11 +1,9 @@
 #include "engine/engine.h"
 
-#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -434,14 +432,8 @@ TEST(EngineTest, PenalizedDeviceSamplingSurvivesPreemption) {
     EngineOptions options = SmallEngineOptions(5, 4);
     options.scheduler.max_tokens_per_step = 16;
     options.device_sampling = sampling;
-    std::mutex gate_mu;
-    std::condition_variable gate_cv;
-    bool all_submitted = false;
-    options.fault_hook = [&]() {
-      std::unique_lock<std::mutex> lock(gate_mu);
-      gate_cv.wait(lock, [&] { return all_submitted; });
-      return absl::OkStatus();
-    };
+    testing_util::StartGate gate;
+    options.fault_hook = gate.Hook();
     auto engine = Engine::Create(options);
     EXPECT_TRUE(engine.ok()) << engine.status();
     std::vector<std::vector<int32_t>> tokens;
@@ -455,11 +447,7 @@ TEST(EngineTest, PenalizedDeviceSamplingSurvivesPreemption) {
       sinks.push_back(std::make_shared<RecordingSink>());
       EXPECT_TRUE((*engine)->Submit(std::move(r), sinks.back()).ok());
     }
-    {
-      std::lock_guard<std::mutex> lock(gate_mu);
-      all_submitted = true;
-    }
-    gate_cv.notify_all();
+    gate.Open();
     for (const auto& sink : sinks) {
       EXPECT_TRUE(sink->WaitFinal(kTimeout));
       tokens.push_back(sink->token_ids());

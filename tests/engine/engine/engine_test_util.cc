@@ -122,5 +122,21 @@ std::string RecordingSink::text() const {
   return text;
 }
 
+std::function<absl::Status()> StartGate::Hook() {
+  return [this]() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return open_; });
+    return absl::OkStatus();
+  };
+}
+
+void StartGate::Open() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+  }
+  cv_.notify_all();
+}
+
 }  // namespace testing_util
 }  // namespace tributary

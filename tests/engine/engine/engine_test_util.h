@@ -5,11 +5,13 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "engine/engine.h"
 #include "engine/model/model_directory.h"
@@ -33,6 +35,20 @@ GenerateRequest Greedy(std::vector<int32_t> prompt, int32_t max_new_tokens);
 // Options on the default model with explicit pools.
 EngineOptions SmallEngineOptions(int64_t num_kv_blocks,
                                  int64_t num_state_slots);
+
+// Holds an engine's first forward (EngineOptions::fault_hook = Hook()) until
+// Open(): requests submitted before it share the first steps however the
+// threads are scheduled on a loaded machine. Must outlive the engine.
+class StartGate {
+ public:
+  std::function<absl::Status()> Hook();
+  void Open();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
 
 // Records events; counts protocol violations (an event after the final one,
 // an event for another request id).
