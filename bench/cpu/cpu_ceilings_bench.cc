@@ -12,7 +12,8 @@
 //       and a fraction of (b); prefill T=512 and batched decode T=32 as
 //       GFLOP/s and a fraction of (a), with OpenBLAS sgemm on an expanded
 //       f32 copy of the weights beside it, and the bf16 products against
-//       the bf16 ceiling.
+//       the bf16 ceiling; and batched decode T=32 again with the weights
+//       cycled through copies larger than L3, as a real model's are.
 // Every number is the best of --reps repetitions (the machine is shared).
 // Flags: --reps N (default 5), --gemm_n=N (default 2048), --dram_mib=N
 // (default 1024), --threads=N (default 2: the "all cores" column),
@@ -349,6 +350,43 @@ int Main(const Flags& flags) {
           100 * ours_f / gemm_peak, blas, 100 * blas / gemm_peak, prod,
           bf16_peak > 0 ? 100 * prod / bf16_peak : 0.0);
     }
+  }
+
+  // (c3) Batched decode with the weights coming from memory, as in a model
+  // larger than the caches: copies cycled as in (c1).
+  Rule();
+  std::printf(
+      "(c3) batched decode T=32 from memory (copies as in c1), %d threads: "
+      "GFLOP/s, %% of GEMM ceiling (bf16 products: of theirs)\n",
+      flags.threads);
+  std::printf("  %-28s %6s %9s %6s %9s %6s\n", "shape [out x in]", "copies",
+              "ours bf16", "%peak", "bf16 prod", "%peak");
+  for (const Shape& s : shapes) {
+    constexpr int64_t kT = 32;
+    const int64_t bytes = s.out * s.in * 2;
+    const int64_t copies =
+        std::max<int64_t>(1, (kWorkingSetBytes + bytes - 1) / bytes);
+    std::vector<std::vector<uint16_t>> ws;
+    for (int64_t c = 0; c < copies; ++c) {
+      ws.push_back(
+          ToBf16(RandomFloats(s.out * s.in, 200 + static_cast<uint32_t>(c))));
+    }
+    const std::vector<float> x = RandomFloats(kT * s.in, 11);
+    std::vector<float> y(kT * s.out);
+    const auto rate = [&](MatMulPrecision precision) {
+      const double sec = BestSeconds(flags.reps, [&] {
+        for (const auto& w : ws) {
+          MatMul(x.data(), kT, s.in, w.data(), ElementType::kBF16, s.out,
+                 y.data(), &pool_n, precision);
+        }
+      });
+      return GFlops(kT, s.out, s.in, sec / static_cast<double>(copies));
+    };
+    const double ours_b = rate(MatMulPrecision::kF32);
+    const double prod = bf16_peak > 0 ? rate(MatMulPrecision::kBF16) : 0.0;
+    std::printf("  %-28s %6ld %9.1f %5.1f%% %9.1f %5.1f%%\n", s.name,
+                static_cast<long>(copies), ours_b, 100 * ours_b / gemm_peak,
+                prod, bf16_peak > 0 ? 100 * prod / bf16_peak : 0.0);
   }
   Rule();
   return 0;
