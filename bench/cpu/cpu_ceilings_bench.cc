@@ -82,6 +82,22 @@ std::vector<uint16_t> ToBf16(const std::vector<float>& f) {
   return h;
 }
 
+// Enough random bf16 copies of an [out, in] matrix that cycling through them
+// reads ~256 MiB (>> the 32 MiB L3): the weights come from memory, as a real
+// model's do. Seeds from `seed` on.
+std::vector<std::vector<uint16_t>> CopiesBeyondL3(int64_t out, int64_t in,
+                                                  uint32_t seed) {
+  constexpr int64_t kWorkingSetBytes = int64_t{256} << 20;
+  const int64_t bytes = out * in * 2;
+  const int64_t copies =
+      std::max<int64_t>(1, (kWorkingSetBytes + bytes - 1) / bytes);
+  std::vector<std::vector<uint16_t>> ws;
+  for (int64_t c = 0; c < copies; ++c) {
+    ws.push_back(ToBf16(RandomFloats(out * in, seed + static_cast<uint32_t>(c))));
+  }
+  return ws;
+}
+
 // ---- (b) DRAM read bandwidth ----------------------------------------------
 
 __attribute__((target("avx2"))) float SumAvx2(const float* p, size_t n) {
@@ -271,16 +287,11 @@ int Main(const Flags& flags) {
       "(c1) decode, bf16 weights: GB/s of weights read, %% of DRAM ceiling\n");
   std::printf("  %-28s %3s %6s %9s %6s %9s %6s\n", "shape [out x in]", "T",
               "copies", "1 thr", "%DRAM", "all thr", "%DRAM");
-  const int64_t kWorkingSetBytes = int64_t{256} << 20;  // >> 32 MiB L3
   for (const Shape& s : shapes) {
     const int64_t bytes = s.out * s.in * 2;
-    const int64_t copies =
-        std::max<int64_t>(1, (kWorkingSetBytes + bytes - 1) / bytes);
-    std::vector<std::vector<uint16_t>> ws;
-    for (int64_t c = 0; c < copies; ++c) {
-      ws.push_back(
-          ToBf16(RandomFloats(s.out * s.in, 100 + static_cast<uint32_t>(c))));
-    }
+    const std::vector<std::vector<uint16_t>> ws =
+        CopiesBeyondL3(s.out, s.in, 100);
+    const int64_t copies = static_cast<int64_t>(ws.size());
     for (int64_t t : {1, 4}) {
       const std::vector<float> x = RandomFloats(t * s.in, 7);
       std::vector<float> y(t * s.out);
@@ -363,14 +374,9 @@ int Main(const Flags& flags) {
               "ours bf16", "%peak", "bf16 prod", "%peak");
   for (const Shape& s : shapes) {
     constexpr int64_t kT = 32;
-    const int64_t bytes = s.out * s.in * 2;
-    const int64_t copies =
-        std::max<int64_t>(1, (kWorkingSetBytes + bytes - 1) / bytes);
-    std::vector<std::vector<uint16_t>> ws;
-    for (int64_t c = 0; c < copies; ++c) {
-      ws.push_back(
-          ToBf16(RandomFloats(s.out * s.in, 200 + static_cast<uint32_t>(c))));
-    }
+    const std::vector<std::vector<uint16_t>> ws =
+        CopiesBeyondL3(s.out, s.in, 200);
+    const int64_t copies = static_cast<int64_t>(ws.size());
     const std::vector<float> x = RandomFloats(kT * s.in, 11);
     std::vector<float> y(kT * s.out);
     const auto rate = [&](MatMulPrecision precision) {

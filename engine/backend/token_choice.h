@@ -60,6 +60,30 @@ struct TokenChoice {
                                  presence_penalty != 0.0f ||
                                  frequency_penalty != 0.0f);
   }
+  // The logit of a history entry's token after this row's penalties (the
+  // rule above), for a token the output holds output_count times (0: the
+  // prompt only). One definition for the CPU reference and the kernel.
+  TRIBUTARY_HOST_DEVICE float PenalizedLogit(float logit,
+                                             int32_t output_count) const {
+    if (repetition_penalty != 1.0f) {
+      const double penalty = repetition_penalty;
+      const double value = logit;
+      logit = ClampToFloatRange(value > 0 ? value / penalty : value * penalty);
+    }
+    if ((presence_penalty != 0.0f || frequency_penalty != 0.0f) &&
+        output_count > 0) {
+      logit = ClampToFloatRange(static_cast<double>(logit) - presence_penalty -
+                                static_cast<double>(frequency_penalty) *
+                                    output_count);
+    }
+    return logit;
+  }
+  // v rounded to f32 within the finite range (NaN stays NaN), as the host
+  // penalizer's std::clamp.
+  TRIBUTARY_HOST_DEVICE static float ClampToFloatRange(double v) {
+    constexpr double kMax = 3.4028234663852886e38;  // FLT_MAX
+    return static_cast<float>(v < -kMax ? -kMax : v > kMax ? kMax : v);
+  }
 };
 constexpr int64_t kTokenChoiceWords = sizeof(TokenChoice) / sizeof(int32_t);
 static_assert(sizeof(TokenChoice) == 56, "uploaded as 14 words");

@@ -235,25 +235,11 @@ int32_t ChooseToken(const float* x, int64_t n, const TokenChoice& choice) {
 
 void ApplyPenalties(float* x, const TokenChoice& choice, TokenHistoryEntry* history) {
   if (!choice.has_penalties()) return;
-  auto clamp_finite = [](double v) {
-    constexpr double kMax = std::numeric_limits<float>::max();
-    return static_cast<float>(std::clamp(v, -kMax, kMax));
-  };
   for (int32_t e = 0; e < choice.history_count; ++e) {
     TokenHistoryEntry& entry = history[choice.history_begin + e];
     float& logit = x[entry.token_id];
     entry.raw_logit = logit;
-    if (choice.repetition_penalty != 1.0f) {
-      const double penalty = choice.repetition_penalty;
-      const double value = logit;
-      logit = clamp_finite(value > 0 ? value / penalty : value * penalty);
-    }
-    if ((choice.presence_penalty != 0.0f || choice.frequency_penalty != 0.0f) &&
-        entry.output_count > 0) {
-      logit = clamp_finite(static_cast<double>(logit) - choice.presence_penalty -
-                           static_cast<double>(choice.frequency_penalty) *
-                               entry.output_count);
-    }
+    logit = choice.PenalizedLogit(logit, entry.output_count);
   }
 }
 

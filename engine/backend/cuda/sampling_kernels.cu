@@ -385,11 +385,6 @@ __device__ double TopLogprobs(const Row& raw, int32_t num_top,
   return log_sum_exp;
 }
 
-__device__ float ClampFinite(double v) {
-  return static_cast<float>(fmin(fmax(v, -static_cast<double>(FLT_MAX)),
-                                 static_cast<double>(FLT_MAX)));
-}
-
 // The row's penalties in place (token_choice.h; the host's arithmetic), a
 // thread per history entry: the ids are distinct, so no two threads write
 // one logit. Each entry keeps the raw logit.
@@ -397,20 +392,9 @@ __device__ void ApplyPenalties(float* x, const TokenChoice& choice,
                                TokenHistoryEntry* history) {
   for (int64_t e = threadIdx.x; e < choice.history_count; e += blockDim.x) {
     TokenHistoryEntry& entry = history[choice.history_begin + e];
-    float logit = x[entry.token_id];
+    const float logit = x[entry.token_id];
     entry.raw_logit = logit;
-    if (choice.repetition_penalty != 1.0f) {
-      const double penalty = choice.repetition_penalty;
-      const double value = logit;
-      logit = ClampFinite(value > 0 ? value / penalty : value * penalty);
-    }
-    if ((choice.presence_penalty != 0.0f || choice.frequency_penalty != 0.0f) &&
-        entry.output_count > 0) {
-      logit = ClampFinite(static_cast<double>(logit) - choice.presence_penalty -
-                          static_cast<double>(choice.frequency_penalty) *
-                              entry.output_count);
-    }
-    x[entry.token_id] = logit;
+    x[entry.token_id] = choice.PenalizedLogit(logit, entry.output_count);
   }
 }
 
