@@ -5,6 +5,7 @@
 #include <cstring>
 #include <new>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cpu/attention.h"
@@ -159,18 +160,13 @@ void CpuBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& y) {
 
 void CpuBackend::MatMuls(const Tensor& x,
                          absl::Span<const MatMulTarget> targets) {
-  constexpr size_t kMaxTargets = 8;  // a layer has at most 4
-  if (targets.size() > kMaxTargets) {
-    Backend::MatMuls(x, targets);
-    return;
+  std::vector<MatMulOutput> outputs;
+  outputs.reserve(targets.size());
+  for (const MatMulTarget& t : targets) {
+    outputs.push_back({t.w->data, t.w->type, t.w->shape[0], F32(*t.y)});
   }
-  MatMulOutput outputs[kMaxTargets];
-  for (size_t i = 0; i < targets.size(); ++i) {
-    const Tensor& w = *targets[i].w;
-    outputs[i] = {w.data, w.type, w.shape[0], F32(*targets[i].y)};
-  }
-  MatMulShared(F32(x), x.rows(), x.cols(), outputs,
-               static_cast<int>(targets.size()), pool_.get(),
+  MatMulShared(F32(x), x.rows(), x.cols(), outputs.data(),
+               static_cast<int>(outputs.size()), pool_.get(),
                matmul_precision_);
 }
 
