@@ -44,6 +44,9 @@ class TimingBackend final : public Backend {
                                       const Shape& shape) override {
     return inner_->ImportWeight(host, type, shape);
   }
+  absl::StatusOr<Tensor> PrepareMatMulWeight(const Tensor& w) override {
+    return inner_->PrepareMatMulWeight(w);
+  }
   absl::Status CopyFromHost(const void* src, const Tensor& dst) override {
     return Time("CopyFromHost", [&] { return inner_->CopyFromHost(src, dst); });
   }

@@ -4,7 +4,8 @@
 //   (a) f32 GEMM peak on a large square problem: OpenBLAS sgemm and our
 //       kernel, 1 and 2 threads; the best is the GEMM ceiling. Where the CPU
 //       has AVX512_BF16, also our kernel's bf16 products (MatMulPrecision::
-//       kBF16: x rounded to bf16, VDPBF16PS), the bf16 ceiling.
+//       kBF16: x rounded to bf16, VDPBF16PS, on weights packed as bf16
+//       pairs as the backend packs them), the bf16 ceiling.
 //   (b) DRAM read bandwidth: a streaming read of a buffer much larger than
 //       L3 with AVX loads, 1 and 2 threads; the best is the memory ceiling.
 //   (c) our MatMul on the model's shapes: decode (bf16 weights, several
@@ -80,6 +81,15 @@ std::vector<uint16_t> ToBf16(const std::vector<float>& f) {
   std::vector<uint16_t> h(f.size());
   for (size_t i = 0; i < f.size(); ++i) h[i] = F32ToBf16(f[i]);
   return h;
+}
+
+// w ([out, in] bf16) packed as bf16 pairs, as the CPU backend keeps the
+// matrices its bf16 products multiply (matmul.h).
+std::vector<uint16_t> PackedPairs(const std::vector<uint16_t>& w, int64_t out,
+                                  int64_t in) {
+  std::vector<uint16_t> packed(static_cast<size_t>(Bf16PairsElements(out, in)));
+  PackBf16Pairs(w.data(), out, in, packed.data(), nullptr);
+  return packed;
 }
 
 // Enough random bf16 copies of an [out, in] matrix that cycling through them
@@ -229,12 +239,13 @@ int Main(const Flags& flags) {
     std::printf("  => GEMM ceiling (best of the above): %.1f GFLOP/s\n",
                 gemm_peak);
     if (MatMulBf16DotSupported()) {
-      const std::vector<uint16_t> gbb = ToBf16(gb);
+      const std::vector<uint16_t> gbb = PackedPairs(ToBf16(gb), g, g);
       for (int ti = 0; ti < 2; ++ti) {
         ThreadPool* pool = ti == 0 ? &pool1 : &pool_n;
         const double sec = BestSeconds(flags.reps, [&] {
           MatMul(ga.data(), g, g, gbb.data(), ElementType::kBF16, g,
-                 gc.data(), pool, MatMulPrecision::kBF16);
+                 gc.data(), pool, MatMulPrecision::kBF16,
+                 WeightLayout::kBf16Pairs);
         });
         bf16_peak = std::max(bf16_peak, GFlops(g, g, g, sec));
         std::printf("  ours (bf16 products) %d thr %8.1f\n",
@@ -347,10 +358,12 @@ int Main(const Flags& flags) {
 #endif
       double prod = 0;
       if (bf16_peak > 0) {
+        const std::vector<uint16_t> wp = PackedPairs(wb, s.out, s.in);
         prod = GFlops(kT, s.out, s.in, BestSeconds(flags.reps, [&] {
-                        MatMul(x.data(), kT, s.in, wb.data(),
+                        MatMul(x.data(), kT, s.in, wp.data(),
                                ElementType::kBF16, s.out, y.data(), &pool_n,
-                               MatMulPrecision::kBF16);
+                               MatMulPrecision::kBF16,
+                               WeightLayout::kBf16Pairs);
                       }));
       }
       const double ours_b = GFlops(kT, s.out, s.in, s_bf16);
@@ -379,17 +392,24 @@ int Main(const Flags& flags) {
     const int64_t copies = static_cast<int64_t>(ws.size());
     const std::vector<float> x = RandomFloats(kT * s.in, 11);
     std::vector<float> y(kT * s.out);
-    const auto rate = [&](MatMulPrecision precision) {
+    const auto rate = [&](const std::vector<std::vector<uint16_t>>& copies_of,
+                          MatMulPrecision precision, WeightLayout layout) {
       const double sec = BestSeconds(flags.reps, [&] {
-        for (const auto& w : ws) {
+        for (const auto& w : copies_of) {
           MatMul(x.data(), kT, s.in, w.data(), ElementType::kBF16, s.out,
-                 y.data(), &pool_n, precision);
+                 y.data(), &pool_n, precision, layout);
         }
       });
       return GFlops(kT, s.out, s.in, sec / static_cast<double>(copies));
     };
-    const double ours_b = rate(MatMulPrecision::kF32);
-    const double prod = bf16_peak > 0 ? rate(MatMulPrecision::kBF16) : 0.0;
+    const double ours_b =
+        rate(ws, MatMulPrecision::kF32, WeightLayout::kRows);
+    double prod = 0.0;
+    if (bf16_peak > 0) {
+      std::vector<std::vector<uint16_t>> packed;
+      for (const auto& w : ws) packed.push_back(PackedPairs(w, s.out, s.in));
+      prod = rate(packed, MatMulPrecision::kBF16, WeightLayout::kBf16Pairs);
+    }
     std::printf("  %-28s %6ld %9.1f %5.1f%% %9.1f %5.1f%%\n", s.name,
                 static_cast<long>(copies), ours_b, 100 * ours_b / gemm_peak,
                 prod, bf16_peak > 0 ? 100 * prod / bf16_peak : 0.0);

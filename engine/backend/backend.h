@@ -73,6 +73,17 @@ class Backend {
   // and Free() releases the copy.
   virtual absl::StatusOr<Tensor> ImportWeight(const void* host, ElementType type,
                                               const Shape& shape) = 0;
+  // The matmul weight `w` ([out, in], imported or allocated and filled) in
+  // the layout this backend's MatMul reads fastest: a new tensor that is
+  // valid only as MatMul's and MatMuls' w (its storage may be padded past
+  // size_bytes()), released by Free() or with the backend; or `w` itself
+  // when its layout already is that (the default). `w` stays valid and
+  // unchanged either way (an embedding table tied to the LM head still
+  // gathers rows), and the caller may Free it if nothing else reads it.
+  // Called once per weight, at load.
+  virtual absl::StatusOr<Tensor> PrepareMatMulWeight(const Tensor& w) {
+    return w;
+  }
   // dst.size_bytes() bytes from host `src` into `dst`.
   virtual absl::Status CopyFromHost(const void* src, const Tensor& dst) = 0;
   // src.size_bytes() bytes of `src` to host `dst`, after every queued op.

@@ -184,8 +184,19 @@ absl::Status HybridDecoder::ImportWeights(const ModelWeights& w,
   for (const TensorView* v : AllViews(w)) {
     total_weight_bytes_ += static_cast<int64_t>(v->size_bytes);
   }
-  auto matrix = [&](const TensorView& v) {
-    return Import(v, Shape{v.shape[0], v.shape[1]}, WeightRole::kMatrix);
+  // A matmul weight, in the layout the backend's MatMul reads fastest
+  // (Backend::PrepareMatMulWeight). A prepared copy takes the imported
+  // tensor's place in owned_ (Import left it last), which keeps owned_'s
+  // count: synthetic weights number their random streams by it.
+  auto matrix = [&](const TensorView& v) -> absl::StatusOr<Tensor> {
+    ASSIGN_OR_RETURN(Tensor t, Import(v, Shape{v.shape[0], v.shape[1]},
+                                      WeightRole::kMatrix));
+    ASSIGN_OR_RETURN(Tensor prepared, backend_->PrepareMatMulWeight(t));
+    if (prepared.data != t.data) {
+      backend_->Free(owned_.back());
+      owned_.back() = prepared;
+    }
+    return prepared;
   };
   auto vector = [&](const TensorView& v, WeightRole role) {
     return Import(v, Shape{v.num_elements()}, role);
@@ -196,9 +207,7 @@ absl::Status HybridDecoder::ImportWeights(const ModelWeights& w,
                           Shape{w.embed_tokens.shape[0], w.embed_tokens.shape[1]},
                           WeightRole::kEmbedding));
   ASSIGN_OR_RETURN(final_norm_, vector(w.final_norm, norm));
-  if (w.tied_embeddings) {
-    lm_head_ = embed_tokens_;  // one copy, as transformers ties them
-  } else {
+  if (!w.tied_embeddings) {
     ASSIGN_OR_RETURN(lm_head_, matrix(w.lm_head));
   }
   layers_.resize(w.layers.size());
@@ -238,6 +247,13 @@ absl::Status HybridDecoder::ImportWeights(const ModelWeights& w,
       ASSIGN_OR_RETURN(ll.norm, vector(g.norm, WeightRole::kPlainNorm));
       ASSIGN_OR_RETURN(ll.out_proj, matrix(g.out_proj));
     }
+  }
+  if (w.tied_embeddings) {
+    // One matrix, as transformers ties them; the table still gathers rows,
+    // so a prepared copy is the head's own (made last, after every random
+    // stream is numbered).
+    ASSIGN_OR_RETURN(lm_head_, backend_->PrepareMatMulWeight(embed_tokens_));
+    if (lm_head_.data != embed_tokens_.data) owned_.push_back(lm_head_);
   }
   load_ = WeightLoadOptions{};  // the callback's captures may not outlive Create
   return absl::OkStatus();

@@ -93,10 +93,29 @@ absl::StatusOr<Tensor> CpuBackend::Allocate(ElementType type,
 void CpuBackend::Free(Tensor& tensor) {
   auto it = allocations_.find(tensor.data);
   if (it != allocations_.end()) {  // Aliased weights are not ours to free.
+    bf16_pairs_.erase(*it);
     std::free(*it);
     allocations_.erase(it);
   }
   tensor.data = nullptr;
+}
+
+absl::StatusOr<Tensor> CpuBackend::PrepareMatMulWeight(const Tensor& w) {
+  if (matmul_precision_ != MatMulPrecision::kBF16 ||
+      w.type != ElementType::kBF16 || w.shape.rank != 2) {
+    return w;
+  }
+  const int64_t out = w.shape[0], in = w.shape[1];
+  // As a flat bf16 tensor of the packed size (Allocate's checks and
+  // bookkeeping), then given the matrix's shape back.
+  absl::StatusOr<Tensor> allocated =
+      Allocate(ElementType::kBF16, Shape{Bf16PairsElements(out, in)});
+  if (!allocated.ok()) return allocated.status();
+  Tensor packed = *allocated;
+  PackBf16Pairs(w.as<uint16_t>(), out, in, packed.as<uint16_t>(), pool_.get());
+  packed.shape = w.shape;
+  bf16_pairs_.insert(packed.data);
+  return packed;
 }
 
 absl::StatusOr<Tensor> CpuBackend::ImportWeight(const void* host,
@@ -155,7 +174,7 @@ absl::Status CpuBackend::SetBatchLayout(const BatchLayout& layout) {
 
 void CpuBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& y) {
   tributary::MatMul(F32(x), x.rows(), x.cols(), w.data, w.type, w.shape[0],
-                    F32(y), pool_.get(), matmul_precision_);
+                    F32(y), pool_.get(), matmul_precision_, LayoutOf(w));
 }
 
 void CpuBackend::MatMuls(const Tensor& x,
@@ -163,7 +182,8 @@ void CpuBackend::MatMuls(const Tensor& x,
   std::vector<MatMulOutput> outputs;
   outputs.reserve(targets.size());
   for (const MatMulTarget& t : targets) {
-    outputs.push_back({t.w->data, t.w->type, t.w->shape[0], F32(*t.y)});
+    outputs.push_back(
+        {t.w->data, t.w->type, t.w->shape[0], F32(*t.y), LayoutOf(*t.w)});
   }
   MatMulShared(F32(x), x.rows(), x.cols(), outputs.data(),
                static_cast<int>(outputs.size()), pool_.get(),

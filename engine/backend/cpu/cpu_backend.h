@@ -1,5 +1,6 @@
 // The CPU backend: f32 activations in host memory, weights aliased in their
-// stored type (bf16/f16/f32) straight from the mmap'd checkpoint, the fast
+// stored type (bf16/f16/f32) straight from the mmap'd checkpoint (with bf16
+// products, matrices packed once as bf16 pairs instead), the fast
 // kernels on a thread pool (matmul.h, elementwise.h, delta_rule.h,
 // attention.h), and the reference ops (reference_ops.h) for the few cheap
 // rest (embedding gather, GDN gates, RoPE, KV writes). Ops run synchronously on
@@ -46,6 +47,9 @@ class CpuBackend final : public Backend {
   void Free(Tensor& tensor) override;
   absl::StatusOr<Tensor> ImportWeight(const void* host, ElementType type,
                                       const Shape& shape) override;
+  // With kBF16 products, a bf16 matrix packed as bf16 pairs (matmul.h,
+  // PackBf16Pairs: no lane tree, ~1.3× the products' rate); otherwise `w`.
+  absl::StatusOr<Tensor> PrepareMatMulWeight(const Tensor& w) override;
   absl::Status CopyFromHost(const void* src, const Tensor& dst) override;
   absl::Status CopyToHost(const Tensor& src, void* dst) override;
   void Zero(const Tensor& tensor) override;
@@ -105,6 +109,14 @@ class CpuBackend final : public Backend {
   BatchLayout layout_;
   std::vector<int32_t> positions_;  // [T], from layout_
   std::unordered_set<void*> allocations_;
+  // The allocations that hold weights packed by PrepareMatMulWeight (a
+  // subset of allocations_): MatMul reads them as WeightLayout::kBf16Pairs.
+  std::unordered_set<const void*> bf16_pairs_;
+
+  WeightLayout LayoutOf(const Tensor& w) const {
+    return bf16_pairs_.count(w.data) != 0 ? WeightLayout::kBf16Pairs
+                                          : WeightLayout::kRows;
+  }
 };
 
 }  // namespace tributary

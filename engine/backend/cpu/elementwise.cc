@@ -210,11 +210,15 @@ void CausalConv1dSilu(const ConvSequence* sequences, int64_t num_sequences,
   ForUnits(pool, num_sequences * groups,
            (kernel + kExpWork) * num_tokens * channels,
            [&](int64_t b, int64_t e) {
-             for (int64_t unit = b; unit < e; ++unit) {
-               const ConvSequence& s = sequences[unit / groups];
-               const int64_t c0 = unit % groups * kUnit;
+             // The units of one sequence in [b, e) in one call.
+             for (int64_t unit = b; unit < e;) {
+               const int64_t seq = unit / groups;
+               const int64_t last = std::min(e, (seq + 1) * groups);
+               const ConvSequence& s = sequences[seq];
                kern.conv(s.x, s.num_tokens, channels, kernel, wt.data(),
-                         s.window, s.out, c0, std::min(kUnit, channels - c0));
+                         s.window, s.out, unit % groups * kUnit,
+                         std::min(channels, (last - seq * groups) * kUnit));
+               unit = last;
              }
            });
 }

@@ -96,7 +96,8 @@ void ForEachTile(int mr, const int* nr_of_m, int64_t t_begin, int64_t t_end,
   const auto row = [&](int64_t o) {
     return row_base + (o - row_origin) * row_bytes;
   };
-  RowPtr rows[matmul_internal::kMaxTileRows];
+  RowPtr rows[std::max(matmul_internal::kMaxTileRows,
+                       matmul_internal::kMaxTileGroups)];
   int64_t token_tile = 0;
   for (int64_t t0 = t_begin; t0 < t_end; t0 += mr, ++token_tile) {
     const int m = static_cast<int>(std::min<int64_t>(mr, t_end - t0));
@@ -172,37 +173,51 @@ void RunRows(const MatMulKernels& kern, const Problem& p, int64_t o_begin,
 }
 
 // The bf16 products (MatMulPrecision::kBF16): x already rounded to bf16
-// (`xb`, num_tokens × in_features), bf16 weights; all tokens × output
-// features [o_begin, o_end). Nothing is widened, so prefill needs no pack
-// buffer: it runs every token tile over a block of rows (kPackBytes of
-// them) while the block sits in L2.
-void RunRowsBf16(const Bf16DotKernels& kern, const Problem& p,
-                 const uint16_t* xb, int64_t o_begin, int64_t o_end) {
-  const int64_t k = p.in_features;
-  const int64_t row_bytes = k * static_cast<int64_t>(sizeof(uint16_t));
-  const auto tile = [&](int m, int64_t t0, int64_t o,
-                        const uint16_t* const* rows, int n_store,
-                        const char* next) {
-    kern.tile(m, xb + t0 * k, k, rows, k, p.y + t0 * p.out_features + o,
-              p.out_features, n_store, next);
-  };
-  if (p.num_tokens <= kern.mr) {
-    ForEachTile<const uint16_t*>(kern.mr, kern.nr, 0, p.num_tokens, o_begin,
-                                 o_end, p.w, 0, row_bytes,
-                                 {Prefetch::Kind::kNextTile}, tile);
-    return;
-  }
-  // Weights larger than the caches come from memory: the first token tile
-  // prefetches the block's rows ahead of itself, the second the next block,
-  // so that it arrives while this one is computed (48 copies of a
-  // 2816×1024 matrix, T = 32, 2 threads: 260 → 347 GFLOP/s; one copy, hot
-  // in the caches: 354–414 either way).
-  const int64_t block = std::max<int64_t>(8, kPackBytes / row_bytes / 8 * 8);
-  const Prefetch next_block{Prefetch::Kind::kNextBlock, block, o_end};
-  for (int64_t ob = o_begin; ob < o_end; ob += block) {
-    ForEachTile<const uint16_t*>(kern.mr, kern.nr, 0, p.num_tokens, ob,
-                                 std::min(ob + block, o_end), p.w, 0,
-                                 row_bytes, next_block, tile);
+// (`xb`, num_tokens rows of ldxb = 2 · pairs elements, an odd K's last pair
+// padded with a zero), weights packed as bf16 pairs (PackBf16Pairs); all
+// tokens × the output rows of groups [g_begin, g_end). A segment at a time
+// (one for K <= 2 · kBf16PairsPerSegment), each tile continuing its outputs'
+// chains from the previous segment's results in y. Decode streams the
+// groups once; prefill runs every token tile over a block of groups
+// (kPackBytes of them) while the block sits in L2.
+void RunGroupsBf16(const Bf16DotKernels& kern, const Problem& p,
+                   const uint16_t* xb, int64_t ldxb, const uint16_t* packed,
+                   int64_t g_begin, int64_t g_end) {
+  const int64_t pairs = ldxb / 2;
+  const int64_t groups = (p.out_features + 15) / 16;
+  for (int64_t s0 = 0; s0 < pairs; s0 += kBf16PairsPerSegment) {
+    const int64_t len = std::min(kBf16PairsPerSegment, pairs - s0);
+    const int64_t group_bytes = len * 64;
+    // Segment s starts after s full segments of every group.
+    const char* segment =
+        reinterpret_cast<const char*>(packed + s0 * groups * 32);
+    const bool accumulate = s0 > 0;
+    const auto tile = [&](int m, int64_t t0, int64_t g,
+                          const uint16_t* const* group, int n_groups,
+                          const char* next) {
+      const int rows_store = static_cast<int>(
+          std::min<int64_t>(16 * n_groups, p.out_features - 16 * g));
+      kern.tile(m, xb + t0 * ldxb + 2 * s0, ldxb, group, len, accumulate,
+                p.y + t0 * p.out_features + 16 * g, p.out_features,
+                rows_store, next);
+    };
+    if (p.num_tokens <= kern.mr) {
+      ForEachTile<const uint16_t*>(kern.mr, kern.groups, 0, p.num_tokens,
+                                   g_begin, g_end, segment, 0, group_bytes,
+                                   {Prefetch::Kind::kNextTile}, tile);
+      continue;
+    }
+    // Weights larger than the caches come from memory: the first token tile
+    // prefetches the block's groups ahead of itself, the second the next
+    // block, so that it arrives while this one is computed.
+    const int64_t block = std::max<int64_t>(
+        kern.groups[kern.mr], kPackBytes / group_bytes);
+    const Prefetch next_block{Prefetch::Kind::kNextBlock, block, g_end};
+    for (int64_t gb = g_begin; gb < g_end; gb += block) {
+      ForEachTile<const uint16_t*>(kern.mr, kern.groups, 0, p.num_tokens, gb,
+                                   std::min(gb + block, g_end), segment, 0,
+                                   group_bytes, next_block, tile);
+    }
   }
 }
 
@@ -225,6 +240,7 @@ struct Product {
   Problem p;
   const MatMulKernels* kern;   // f32 products
   const Bf16DotKernels* bf16;  // bf16 products (MatMulPrecision::kBF16)
+  const uint16_t* packed;      // bf16 products: the weights as bf16 pairs
   int64_t first_unit;
   int64_t num_units;
 };
@@ -254,6 +270,7 @@ void RunProducts(MatMulIsa isa, const float* x, int64_t num_tokens,
           : matmul_internal::ScalarBf16DotKernels();
   std::vector<Product> products;
   products.reserve(static_cast<size_t>(num_outputs));
+  std::vector<std::unique_ptr<uint16_t[]>> packed_here;
   bool round_x = false;
   size_t scratch_bytes = 0;  // prefill's pack buffer (f32 products)
   int64_t units = 0, macs = 0;
@@ -264,11 +281,23 @@ void RunProducts(MatMulIsa isa, const float* x, int64_t num_tokens,
                 o.w_type, o.out_features, o.y},
                nullptr,
                nullptr,
+               nullptr,
                units,
                (o.out_features + kRowsPerUnit - 1) / kRowsPerUnit};
-    if (precision == MatMulPrecision::kBF16 &&
-        o.w_type == ElementType::kBF16) {
+    if (o.layout == WeightLayout::kBf16Pairs) {
       pr.bf16 = &bf16_kern;
+      pr.packed = static_cast<const uint16_t*>(o.w);
+      round_x = true;
+    } else if (precision == MatMulPrecision::kBF16 &&
+               o.w_type == ElementType::kBF16) {
+      // Stored rows: packed here, for this call (the backends pack their
+      // weights once, at load: PackBf16Pairs).
+      pr.bf16 = &bf16_kern;
+      packed_here.emplace_back(
+          new uint16_t[Bf16PairsElements(o.out_features, in_features)]);
+      PackBf16Pairs(static_cast<const uint16_t*>(o.w), o.out_features,
+                    in_features, packed_here.back().get(), pool);
+      pr.packed = packed_here.back().get();
       round_x = true;
     } else {
       // The vector paths know the three float weight types; anything else
@@ -291,24 +320,39 @@ void RunProducts(MatMulIsa isa, const float* x, int64_t num_tokens,
   }
   // x rounded once, here, for every product and worker (num_tokens ·
   // in_features conversions against that many times out_features products).
-  std::unique_ptr<uint16_t[]> xb;
+  // Rows of whole pairs: an odd K's last pair ends in a zero. The buffer is
+  // the calling thread's, kept across calls: a fresh one per call came from
+  // the kernel (mmap) above 128 KiB, and zeroing its pages cost 5 % of a
+  // batched run (prefill chunks of hundreds of tokens). It holds the largest
+  // x rounded so far on this thread (prefill chunk × widest K).
+  const int64_t ldxb = (in_features + 1) / 2 * 2;
+  thread_local std::vector<uint16_t> xb_buffer;
+  uint16_t* xb = nullptr;
   if (round_x) {
-    xb.reset(new uint16_t[num_tokens * in_features]);
-    bf16_kern.round(x, num_tokens * in_features, xb.get());
+    const size_t elements = static_cast<size_t>(num_tokens * ldxb);
+    if (xb_buffer.size() < elements) xb_buffer.resize(elements);
+    xb = xb_buffer.data();
+    for (int64_t t = 0; t < num_tokens; ++t) {
+      bf16_kern.round(x + t * in_features, in_features, xb + t * ldxb);
+      if (ldxb > in_features) xb[t * ldxb + in_features] = 0;
+    }
   }
   const auto run_units = [&](float* scratch, int64_t u_begin, int64_t u_end) {
     for (const Product& pr : products) {
       const int64_t b = std::max(u_begin, pr.first_unit);
       const int64_t e = std::min(u_end, pr.first_unit + pr.num_units);
       if (b >= e) continue;
+      if (pr.bf16 != nullptr) {
+        // A unit is one group of 16 rows.
+        static_assert(kRowsPerUnit == 16);
+        RunGroupsBf16(*pr.bf16, pr.p, xb, ldxb, pr.packed,
+                      b - pr.first_unit, e - pr.first_unit);
+        continue;
+      }
       const int64_t o_begin = (b - pr.first_unit) * kRowsPerUnit;
       const int64_t o_end =
           std::min((e - pr.first_unit) * kRowsPerUnit, pr.p.out_features);
-      if (pr.bf16 != nullptr) {
-        RunRowsBf16(*pr.bf16, pr.p, xb.get(), o_begin, o_end);
-      } else {
-        RunRows(*pr.kern, pr.p, o_begin, o_end, scratch);
-      }
+      RunRows(*pr.kern, pr.p, o_begin, o_end, scratch);
     }
   };
   if (pool == nullptr) {
@@ -392,18 +436,53 @@ MatMulIsa ResolveMatMulIsa(MatMulIsa isa) {
   return MatMulIsaSupported(isa) ? isa : MatMulIsa::kScalar;
 }
 
+int64_t Bf16PairsElements(int64_t out_features, int64_t in_features) {
+  return (out_features + 15) / 16 * 16 * ((in_features + 1) / 2 * 2);
+}
+
+void PackBf16Pairs(const uint16_t* w, int64_t out_features,
+                   int64_t in_features, uint16_t* packed, ThreadPool* pool) {
+  const int64_t groups = (out_features + 15) / 16;
+  const int64_t pairs = (in_features + 1) / 2;
+  const auto pack_groups = [&](int64_t g_begin, int64_t g_end) {
+    for (int64_t s0 = 0; s0 < pairs; s0 += kBf16PairsPerSegment) {
+      const int64_t len = std::min(kBf16PairsPerSegment, pairs - s0);
+      uint16_t* segment = packed + s0 * groups * 32;
+      for (int64_t g = g_begin; g < g_end; ++g) {
+        uint16_t* dst = segment + g * len * 32;
+        for (int64_t q = 0; q < len; ++q) {
+          for (int64_t j = 0; j < 16; ++j) {
+            const int64_t o = 16 * g + j;
+            for (int64_t e = 0; e < 2; ++e) {
+              const int64_t i = 2 * (s0 + q) + e;
+              dst[q * 32 + 2 * j + e] =
+                  o < out_features && i < in_features ? w[o * in_features + i]
+                                                      : uint16_t{0};
+            }
+          }
+        }
+      }
+    }
+  };
+  if (pool == nullptr) {
+    pack_groups(0, groups);
+  } else {
+    pool->ParallelFor(groups, pack_groups);
+  }
+}
+
 void MatMul(const float* x, int64_t num_tokens, int64_t in_features,
             const void* w, ElementType w_type, int64_t out_features, float* y,
-            ThreadPool* pool, MatMulPrecision precision) {
+            ThreadPool* pool, MatMulPrecision precision, WeightLayout layout) {
   MatMulWithIsa(MatMulIsa::kAuto, x, num_tokens, in_features, w, w_type,
-                out_features, y, pool, precision);
+                out_features, y, pool, precision, layout);
 }
 
 void MatMulWithIsa(MatMulIsa isa, const float* x, int64_t num_tokens,
                    int64_t in_features, const void* w, ElementType w_type,
                    int64_t out_features, float* y, ThreadPool* pool,
-                   MatMulPrecision precision) {
-  const MatMulOutput output{w, w_type, out_features, y};
+                   MatMulPrecision precision, WeightLayout layout) {
+  const MatMulOutput output{w, w_type, out_features, y, layout};
   RunProducts(isa, x, num_tokens, in_features, &output, 1, pool, precision);
 }
 

@@ -35,11 +35,12 @@
 //
 // MatMulPrecision::kBF16 (opt-in; bf16 weights only) rounds x to bf16 and
 // multiplies pairs of bf16 numbers exactly on AVX-512 BF16's VDPBF16PS, in
-// its own fixed order (matmul_kernels.h): twice the multiply-adds per
-// instruction and no widening of the weights, so compute-bound calls
-// (batched decode, prefill) run up to ~2× faster. The same determinism holds;
-// the portable path gives the same bits, slowly, on CPUs without the
-// instruction.
+// its own fixed order (matmul_kernels.h: one chain of pairs per output), on
+// weights packed as bf16 pairs (PackBf16Pairs; stored rows are packed per
+// call): twice the multiply-adds per instruction, no widening of the weights
+// and no lane tree, so compute-bound calls (batched decode, prefill) run up
+// to ~2× faster. The same determinism holds; the portable path gives the
+// same bits, slowly, on CPUs without the instruction.
 //
 // Thread safety: reentrant; with a pool, concurrent calls serialise on it.
 #ifndef TRIBUTARY_ENGINE_BACKEND_CPU_MATMUL_H_
@@ -87,6 +88,37 @@ const char* MatMulPrecisionName(MatMulPrecision precision);  // "f32", "bf16"
 // "f32" or "bf16"; INVALID_ARGUMENT otherwise.
 absl::StatusOr<MatMulPrecision> ParseMatMulPrecision(absl::string_view name);
 
+// How a product's weights are laid out.
+enum class WeightLayout : uint8_t {
+  // [out_features, in_features] row-major, as a model file stores them.
+  kRows,
+  // bf16 weights packed by PackBf16Pairs, for kBF16's products (such a
+  // product always takes them, whatever the precision asked).
+  kBf16Pairs,
+};
+
+// The bf16 pairs layout. Rows go in groups of 16 (the last padded with zero
+// rows), inputs in pairs (2p, 2p + 1) (an odd K's last pair padded with a
+// zero), and each pair of a group is 64 bytes: row 16g + j's pair p at
+// element 2j (even input) and 2j + 1 (odd). A group's pairs run in segments
+// of kBf16PairsPerSegment (the last one shorter), and segment s holds every
+// group's pairs of that segment in group order: with P pairs, G groups,
+// S = kBf16PairsPerSegment, q = p − sS and len_s = min(S, P − sS), element
+// (o, i) is at
+//   s·G·S·32 + g·len_s·32 + q·32 + 2j + (i mod 2),  g = o / 16, j = o mod 16.
+// So what a tile reads (a group's segment) and what it prefetches (the next
+// groups' segments) are contiguous, and a segment of a group (64 KiB) stays
+// in L2 while every token tile runs over it.
+constexpr int64_t kBf16PairsPerSegment = 1024;
+
+// The elements (uint16_t) of [out_features, in_features] as bf16 pairs.
+int64_t Bf16PairsElements(int64_t out_features, int64_t in_features);
+
+// packed = w ([out_features, in_features] bf16 bits, row-major) as bf16 pairs
+// (Bf16PairsElements of them). `pool` may be null.
+void PackBf16Pairs(const uint16_t* w, int64_t out_features,
+                   int64_t in_features, uint16_t* packed, ThreadPool* pool);
+
 // Whether this CPU runs kBF16 at speed (AVX-512 F/BW/VL and BF16); without
 // it kBF16 runs on the portable path (same bits, many times slower).
 bool MatMulBf16DotSupported();
@@ -96,7 +128,8 @@ bool MatMulBf16DotSupported();
 // calling thread only.
 void MatMul(const float* x, int64_t num_tokens, int64_t in_features,
             const void* w, ElementType w_type, int64_t out_features, float* y,
-            ThreadPool* pool, MatMulPrecision precision = MatMulPrecision::kF32);
+            ThreadPool* pool, MatMulPrecision precision = MatMulPrecision::kF32,
+            WeightLayout layout = WeightLayout::kRows);
 
 // One of several products of the same x (MatMulShared): y = x Wᵀ with w
 // [out_features, in_features] of w_type, y [num_tokens, out_features].
@@ -105,6 +138,7 @@ struct MatMulOutput {
   ElementType w_type;
   int64_t out_features;
   float* y;
+  WeightLayout layout = WeightLayout::kRows;
 };
 
 // y_i = x W_iᵀ for every output (a layer's input projections), in one
@@ -122,7 +156,8 @@ void MatMulShared(const float* x, int64_t num_tokens, int64_t in_features,
 void MatMulWithIsa(MatMulIsa isa, const float* x, int64_t num_tokens,
                    int64_t in_features, const void* w, ElementType w_type,
                    int64_t out_features, float* y, ThreadPool* pool,
-                   MatMulPrecision precision = MatMulPrecision::kF32);
+                   MatMulPrecision precision = MatMulPrecision::kF32,
+                   WeightLayout layout = WeightLayout::kRows);
 
 }  // namespace tributary
 

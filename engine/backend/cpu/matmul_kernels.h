@@ -12,14 +12,17 @@
 // an array; all three produce the same bits.
 //
 // The bf16 products' order (MatMulPrecision::kBF16), shared by its two paths:
-// x is rounded to bf16 first; then lane j of 16 takes, for each 32-element
-// chunk c in order, the pair i = 32c + 2j, 32c + 2j + 1, as AVX-512 BF16's
-// VDPBF16PS does (measured on Zen 4, matching Intel's pseudo-code):
+// x is rounded to bf16 first; then each output (t, o) is one chain from +0
+// over the pairs of inputs p = 0, 1, … in order, i = 2p:
 //   acc = ftz(fma(daz(x[i + 1]), daz(w[i + 1]), acc));
 //   acc = ftz(fma(daz(x[i]), daz(w[i]), acc));
 // the products exact, each sum rounded once to f32 (nearest even), bf16
 // subnormal inputs read as zero (daz) and subnormal sums flushed to a zero of
-// their sign (ftz); elements past K are zeros. Then the same lane tree.
+// their sign (ftz); an odd K's last pair is padded with zeros. No lane tree:
+// on weights packed as bf16 pairs (matmul.h, PackBf16Pairs: 16 rows' pair p
+// side by side in 64 bytes) one AVX-512 BF16 VDPBF16PS of a broadcast x pair
+// advances 16 outputs by one pair, in exactly this order (the odd element
+// first, DAZ and FTZ: measured on Zen 4, matching Intel's pseudo-code).
 #ifndef TRIBUTARY_ENGINE_BACKEND_CPU_MATMUL_KERNELS_H_
 #define TRIBUTARY_ENGINE_BACKEND_CPU_MATMUL_KERNELS_H_
 
@@ -51,18 +54,26 @@ struct MatMulKernels {
   void (*widen)(const void* src, ElementType type, int64_t n, float* dst);
 };
 
-// The bf16 products' tiles (MatMulPrecision::kBF16): x and the weight rows
-// are bf16 bits.
+// The bf16 products' tiles (MatMulPrecision::kBF16) on packed weights.
+constexpr int kMaxTileTokensBf16 = 8;
+constexpr int kMaxTileGroups = 12;  // bound on groups[m], for the callers
 struct Bf16DotKernels {
-  int mr;                    // most tokens per tile
-  int nr[kMaxTileRows + 1];  // nr[m]: weight rows per tile of m tokens
-  // y[t, r] = the bf16 dot of x row t and *rows[r] over k inputs, in the
-  // order above, for t < m, r < n_store (n_store <= nr[m]); rows[] has nr[m]
-  // entries. x rows are ldx elements apart, y rows ldy floats. `prefetch`:
-  // as MatMulKernels::tile's (nr[m] bf16 rows of k elements).
+  int mr;                                  // most tokens per tile
+  int groups[kMaxTileTokensBf16 + 1];      // groups[m]: 16-row groups per tile
+  // For t < m and rows r < rows_store of the tile (r = 16n + j: lane j of
+  // group n; rows_store <= 16 · groups[m]): continues the chain of output
+  // (t, r) over num_pairs pairs (the order above), from y[t, r] when
+  // `accumulate` (a previous segment's result, exact in f32) else from +0,
+  // and stores it in y[t, r]. x: the tile's first token at its first pair,
+  // rows ldx bf16 apart; group[n]: group n's first pair (64 bytes a pair);
+  // group[] has groups[m] entries (repeat one to pad; only rows_store rows
+  // are read from y or written). `prefetch`, when not null, is the start of
+  // the next tile's weights (groups[m] · num_pairs · 64 contiguous bytes):
+  // the tile prefetches it into L2 at the pace it reads its own.
   void (*tile)(int m, const uint16_t* x, int64_t ldx,
-               const uint16_t* const* rows, int64_t k, float* y, int64_t ldy,
-               int n_store, const char* prefetch);
+               const uint16_t* const* group, int64_t num_pairs,
+               bool accumulate, float* y, int64_t ldy, int rows_store,
+               const char* prefetch);
   // dst[i] = F32ToBf16(src[i]) (element_type.h: nearest even, NaN quiet),
   // i < n.
   void (*round)(const float* src, int64_t n, uint16_t* dst);

@@ -1,6 +1,6 @@
 // The portable path: the canonical 16-lane order (matmul_kernels.h) spelled
 // out with std::fma, so that it gives the vector paths' bits exactly; and the
-// same for the bf16 products' order, the naive twin of VDPBF16PS.
+// bf16 products' pair chains, the naive twin of VDPBF16PS on packed pairs.
 #include <cfloat>
 #include <cmath>
 #include <initializer_list>
@@ -72,27 +72,25 @@ float Bf16Fma(float x, float w, float acc) {
 }
 
 void Bf16DotTileScalar(int m, const uint16_t* x, int64_t ldx,
-                       const uint16_t* const* rows, int64_t k, float* y,
-                       int64_t ldy, int n_store, const char* /*prefetch*/) {
-  float acc[kMr][kNr][kLanes] = {};
-  const auto load = [k](const uint16_t* row, int64_t i) {
-    return i < k ? FlushSubnormal(Bf16ToF32(row[i])) : 0.0f;
+                       const uint16_t* const* group, int64_t num_pairs,
+                       bool accumulate, float* y, int64_t ldy, int rows_store,
+                       const char* /*prefetch*/) {
+  const auto load = [](const uint16_t* v, int64_t i) {
+    return FlushSubnormal(Bf16ToF32(v[i]));
   };
-  for (int64_t i0 = 0; i0 < k; i0 += 2 * kLanes) {
-    for (int j = 0; j < kLanes; ++j) {
-      // The odd element of the pair first, as the instruction adds it.
-      for (const int64_t i : {i0 + 2 * j + 1, i0 + 2 * j}) {
-        for (int r = 0; r < kNr; ++r) {
-          const float w = load(rows[r], i);
-          for (int t = 0; t < m; ++t) {
-            acc[t][r][j] = Bf16Fma(load(x + t * ldx, i), w, acc[t][r][j]);
-          }
-        }
-      }
-    }
-  }
   for (int t = 0; t < m; ++t) {
-    for (int r = 0; r < n_store; ++r) y[t * ldy + r] = LaneTree(acc[t][r]);
+    for (int r = 0; r < rows_store; ++r) {
+      // Row r is lane j of group n: its pair p is at 32p + 2j.
+      const uint16_t* w = group[r / kLanes] + 2 * (r % kLanes);
+      const uint16_t* xt = x + t * ldx;
+      float acc = accumulate ? y[t * ldy + r] : 0.0f;
+      for (int64_t p = 0; p < num_pairs; ++p) {
+        // The odd element of the pair first, as the instruction adds it.
+        acc = Bf16Fma(load(xt, 2 * p + 1), load(w, 32 * p + 1), acc);
+        acc = Bf16Fma(load(xt, 2 * p), load(w, 32 * p), acc);
+      }
+      y[t * ldy + r] = acc;
+    }
   }
 }
 
@@ -117,6 +115,7 @@ const Bf16DotKernels& ScalarBf16DotKernels() {
   static const Bf16DotKernels kernels{
       kMr, {0, kNr, kNr, kNr, kNr, 0, 0, 0, 0}, &Bf16DotTileScalar,
       &RoundScalar};
+  static_assert(kMr <= kMaxTileTokensBf16 && kNr <= kMaxTileGroups);
   return kernels;
 }
 

@@ -296,7 +296,7 @@ TEST(MatMulTest, SharedInputGivesEachProductsBits) {
   }
 }
 
-// ---- MatMulPrecision::kBF16: x rounded to bf16, VDPBF16PS's order ----
+// ---- MatMulPrecision::kBF16: x rounded to bf16, VDPBF16PS's pair chains ----
 
 // The bf16 products in double, from x rounded to bf16 (an independent check
 // of what the twin computes, up to the order of its f32 sums).
@@ -342,12 +342,14 @@ TEST(MatMulBf16Test, IsTheRoundedProductsOnEveryPathAndShape) {
     std::printf("no AVX512_BF16 here: the twin alone is checked\n");
   }
   ThreadPool pool(2);
-  // K around the 32-element chunk (tails of 1..31), decode and prefill
-  // token counts, partial row tiles.
+  // Odd K (a zero-padded last pair) and even, decode (one token tile) and
+  // prefill token counts, partial tiles and partial groups of 16 rows, and
+  // K of more than one segment of pairs (2 · kBf16PairsPerSegment) in both.
   const Shape shapes[] = {
-      {1, 1, 1},     {1, 31, 7},     {2, 32, 33},    {3, 33, 15},
-      {7, 63, 65},   {6, 64, 31},    {17, 100, 47},  {64, 300, 70},
-      {130, 257, 97}, {9, 600, 130}, {1, 4500, 35},  {5, 1000, 17},
+      {1, 1, 1},      {1, 31, 7},     {2, 32, 33},   {3, 33, 15},
+      {7, 63, 65},    {6, 64, 31},    {17, 100, 47}, {64, 300, 70},
+      {130, 257, 97}, {9, 600, 130},  {1, 4500, 35}, {5, 1000, 17},
+      {20, 4101, 40}, {8, 2048, 200},
   };
   for (const Shape& s : shapes) {
     const std::vector<float> x = RandomFloats(s.tokens * s.in, 31);
@@ -515,6 +517,64 @@ TEST(MatMulBf16Test, BatchAndThreadInvariantBitForBit) {
                                  yp.size() * sizeof(float)))
             << MatMulIsaName(isa) << " tokens from " << t0 << " by " << step;
       }
+    }
+  }
+}
+
+TEST(MatMulBf16Test, PacksPairsWhereTheLayoutSays) {
+  // Every element of a matrix of 3 segments (odd K) and 2 groups (the second
+  // partial) at the place matmul.h's formula gives, the padding zero.
+  const int64_t out = 20, in = 2 * 2 * kBf16PairsPerSegment + 101;
+  const int64_t pairs = (in + 1) / 2, groups = 2;
+  std::vector<uint16_t> w(static_cast<size_t>(out * in));
+  for (size_t i = 0; i < w.size(); ++i) {
+    w[i] = static_cast<uint16_t>(1 + i % 65521);  // no zero among them
+  }
+  ASSERT_EQ(Bf16PairsElements(out, in), groups * 16 * pairs * 2);
+  ThreadPool pool(2);
+  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+    std::vector<uint16_t> packed(
+        static_cast<size_t>(Bf16PairsElements(out, in)), 0xdead);
+    PackBf16Pairs(w.data(), out, in, packed.data(), p);
+    std::vector<bool> seen(packed.size(), false);
+    for (int64_t o = 0; o < groups * 16; ++o) {
+      for (int64_t i = 0; i < pairs * 2; ++i) {
+        const int64_t pair = i / 2, seg = pair / kBf16PairsPerSegment;
+        const int64_t q = pair - seg * kBf16PairsPerSegment;
+        const int64_t len =
+            std::min(kBf16PairsPerSegment, pairs - seg * kBf16PairsPerSegment);
+        const int64_t at = seg * groups * kBf16PairsPerSegment * 32 +
+                           (o / 16) * len * 32 + q * 32 + 2 * (o % 16) + i % 2;
+        ASSERT_FALSE(seen[at]) << o << "," << i;
+        seen[at] = true;
+        const uint16_t want = o < out && i < in ? w[o * in + i] : 0;
+        ASSERT_EQ(packed[at], want) << "row " << o << " input " << i;
+      }
+    }
+  }
+}
+
+TEST(MatMulBf16Test, PackedWeightsGiveTheStoredRowsBits) {
+  ThreadPool pool(2);
+  for (const Shape& s : {Shape{1, 257, 45}, Shape{33, 2500, 50}}) {
+    const std::vector<float> x = RandomFloats(s.tokens * s.in, 61);
+    const std::vector<uint8_t> w =
+        RandomWeights(ElementType::kBF16, s.in * s.out, 62);
+    std::vector<uint16_t> packed(
+        static_cast<size_t>(Bf16PairsElements(s.out, s.in)));
+    PackBf16Pairs(reinterpret_cast<const uint16_t*>(w.data()), s.out, s.in,
+                  packed.data(), &pool);
+    const std::vector<float> rows = RunMatMul(
+        MatMulIsa::kAuto, x, s, w, ElementType::kBF16, &pool,
+        MatMulPrecision::kBF16);
+    // Packed weights take the bf16 products whatever precision is asked.
+    for (MatMulPrecision precision :
+         {MatMulPrecision::kBF16, MatMulPrecision::kF32}) {
+      std::vector<float> y(static_cast<size_t>(s.tokens * s.out), -1.0f);
+      MatMul(x.data(), s.tokens, s.in, packed.data(), ElementType::kBF16,
+             s.out, y.data(), &pool, precision, WeightLayout::kBf16Pairs);
+      EXPECT_EQ(y, rows) << "T=" << s.tokens << " "
+                         << MatMulPrecisionName(precision);
     }
   }
 }

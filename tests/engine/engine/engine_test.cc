@@ -392,8 +392,10 @@ TEST(EngineTest, DeviceSamplingGivesTheHostSamplersTokens) {
 }
 
 // EngineOptions::cpu_matmul_precision reaches the backend: bf16 products
-// move the logprobs (slightly: ~1e-3 of the logits' range on this model)
-// and keep the greedy tokens.
+// move the first token's distribution, slightly (~1e-3 of the logits' range
+// on this model). Only the first step is compared: its input is the same
+// prompt in both runs, while a near-tie (this prompt's top two logits are
+// 0.004 apart) may send the generations different ways afterwards.
 TEST(EngineTest, Bf16MatMulsMoveTheLogprobsSlightly) {
   if (!MatMulBf16DotSupported()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
   auto run = [](MatMulPrecision precision) {
@@ -401,23 +403,28 @@ TEST(EngineTest, Bf16MatMulsMoveTheLogprobsSlightly) {
     options.cpu_matmul_precision = precision;
     auto engine = Engine::Create(options);
     EXPECT_TRUE(engine.ok()) << engine.status();
-    GenerateRequest r = Greedy(Encode("ROMEO:\nBut soft"), 8);
-    r.sampling.num_logprobs = 1;
+    GenerateRequest r = Greedy(Encode("ROMEO:\nBut soft"), 1);
+    r.sampling.num_logprobs = 5;
     return engine.ok() ? RunToEnd(**engine, std::move(r)) : nullptr;
   };
   const auto f32 = run(MatMulPrecision::kF32);
   const auto bf16 = run(MatMulPrecision::kBF16);
   ASSERT_TRUE(f32 && bf16);
-  EXPECT_EQ(bf16->token_ids(), f32->token_ids());
   const std::vector<TokenEvent> a = f32->events(), b = bf16->events();
-  ASSERT_EQ(a.size(), b.size());
-  int moved = 0;
-  for (size_t e = 0; e < a.size(); ++e) {
-    if (!a[e].logprob) continue;
-    ASSERT_TRUE(b[e].logprob.has_value());
-    EXPECT_NEAR(*b[e].logprob, *a[e].logprob, 0.05);
-    moved += *b[e].logprob != *a[e].logprob;
+  ASSERT_FALSE(a.empty());
+  ASSERT_FALSE(b.empty());
+  ASSERT_EQ(a.front().top_logprobs.size(), 5u);
+  ASSERT_EQ(b.front().top_logprobs.size(), 5u);
+  int compared = 0, moved = 0;
+  for (const TokenLogprob& x : a.front().top_logprobs) {
+    for (const TokenLogprob& y : b.front().top_logprobs) {
+      if (x.token_id != y.token_id) continue;
+      EXPECT_NEAR(y.logprob, x.logprob, 0.05) << "token " << x.token_id;
+      ++compared;
+      moved += y.logprob != x.logprob;
+    }
   }
+  EXPECT_GE(compared, 4);  // the top five hold the same tokens, near-ties aside
   EXPECT_GT(moved, 0);
 }
 

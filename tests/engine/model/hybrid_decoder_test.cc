@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <numeric>
@@ -194,6 +195,54 @@ TEST(HybridDecoderBf16MatMulTest, CreateSaysWhatTheCpuLacks) {
     EXPECT_NE(backend.status().message().find("AVX512_BF16"),
               std::string::npos);
   }
+}
+
+// With bf16 products the CPU backend packs each bf16 matrix once, at load, as
+// bf16 pairs (and nothing else: other types and vectors stay as given); the
+// packed copy multiplies to the bits of the stored rows (which the matmul
+// packs per call), and is the backend's to free.
+TEST(HybridDecoderBf16MatMulTest, BackendPacksBf16MatricesOnly) {
+  if (!MatMulBf16DotSupported()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  const int64_t out = 40, in = 70;
+  auto f32_backend = CpuBackend::Create({2, MatMulPrecision::kF32});
+  auto bf16_backend = CpuBackend::Create({2, MatMulPrecision::kBF16});
+  ASSERT_TRUE(f32_backend.ok() && bf16_backend.ok());
+  CpuBackend& b = **bf16_backend;
+  auto w = b.Allocate(ElementType::kBF16, Shape{out, in});
+  auto wf = b.Allocate(ElementType::kF32, Shape{out, in});
+  auto v = b.Allocate(ElementType::kBF16, Shape{in});
+  ASSERT_TRUE(w.ok() && wf.ok() && v.ok());
+  b.FillRandom(*w, 1, -1.0f, 1.0f, ElementType::kBF16);
+  b.FillRandom(*wf, 2, -1.0f, 1.0f, ElementType::kF32);
+  b.FillRandom(*v, 3, -1.0f, 1.0f, ElementType::kBF16);
+  for (const Tensor* t : {&*wf, &*v}) {
+    auto same = b.PrepareMatMulWeight(*t);
+    ASSERT_TRUE(same.ok());
+    EXPECT_EQ(same->data, t->data) << ElementTypeName(t->type);
+  }
+  auto unpacked = (*f32_backend)->PrepareMatMulWeight(*w);
+  ASSERT_TRUE(unpacked.ok());
+  EXPECT_EQ(unpacked->data, w->data);
+  auto packed = b.PrepareMatMulWeight(*w);
+  ASSERT_TRUE(packed.ok());
+  EXPECT_NE(packed->data, w->data);
+  EXPECT_EQ(packed->shape, w->shape);
+  for (int64_t tokens : {1, 5, 20}) {
+    auto x = b.Allocate(ElementType::kF32, Shape{tokens, in});
+    auto y_rows = b.Allocate(ElementType::kF32, Shape{tokens, out});
+    auto y_packed = b.Allocate(ElementType::kF32, Shape{tokens, out});
+    ASSERT_TRUE(x.ok() && y_rows.ok() && y_packed.ok());
+    b.FillRandom(*x, 4, -2.0f, 2.0f, ElementType::kF32);
+    b.MatMul(*x, *w, *y_rows);
+    b.MatMul(*x, *packed, *y_packed);
+    EXPECT_EQ(std::memcmp(y_rows->data, y_packed->data, y_rows->size_bytes()),
+              0)
+        << tokens << " tokens";
+    for (Tensor* t : {&*x, &*y_rows, &*y_packed}) b.Free(*t);
+  }
+  b.Free(*packed);
+  EXPECT_EQ(packed->data, nullptr);
+  for (Tensor* t : {&*w, &*wf, &*v}) b.Free(*t);
 }
 
 // Rows marked device_choice get the argmax of the logits they would have had

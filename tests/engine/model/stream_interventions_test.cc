@@ -57,6 +57,9 @@ class ProbeBackend final : public Backend {
                                       const Shape& s) override {
     return in_->ImportWeight(h, t, s);
   }
+  absl::StatusOr<Tensor> PrepareMatMulWeight(const Tensor& w) override {
+    return in_->PrepareMatMulWeight(w);
+  }
   absl::Status CopyFromHost(const void* s, const Tensor& d) override {
     return in_->CopyFromHost(s, d);
   }
