@@ -207,6 +207,8 @@ void CausalConv1dSilu(const ConvSequence* sequences, int64_t num_sequences,
     num_tokens += sequences[s].num_tokens;
   }
   const int64_t groups = (channels + kUnit - 1) / kUnit;
+  const int64_t window_bytes =
+      (kernel - 1) * channels * static_cast<int64_t>(sizeof(float));
   ForUnits(pool, num_sequences * groups,
            (kernel + kExpWork) * num_tokens * channels,
            [&](int64_t b, int64_t e) {
@@ -215,6 +217,17 @@ void CausalConv1dSilu(const ConvSequence* sequences, int64_t num_sequences,
                const int64_t seq = unit / groups;
                const int64_t last = std::min(e, (seq + 1) * groups);
                const ConvSequence& s = sequences[seq];
+               // The next sequence's window, last touched a step ago and
+               // long gone from L1/L2 (a decode step's conv waited on it:
+               // 3 rows, channels floats apart, too short a stream for the
+               // hardware prefetcher).
+               if (last < e) {
+                 const char* next =
+                     reinterpret_cast<const char*>(sequences[seq + 1].window);
+                 for (int64_t byte = 0; byte < window_bytes; byte += 64) {
+                   __builtin_prefetch(next + byte);
+                 }
+               }
                kern.conv(s.x, s.num_tokens, channels, kernel, wt.data(),
                          s.window, s.out, unit % groups * kUnit,
                          std::min(channels, (last - seq * groups) * kUnit));
