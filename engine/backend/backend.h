@@ -80,10 +80,10 @@ class Backend {
   // when its layout already is that (the default). `w` stays valid and
   // unchanged either way (an embedding table tied to the LM head still
   // gathers rows), and the caller may Free it if nothing else reads it.
-  // Called once per weight, at load.
-  virtual absl::StatusOr<Tensor> PrepareMatMulWeight(const Tensor& w) {
-    return w;
-  }
+  // Called once per weight, at load. Pure virtual so that a wrapper cannot
+  // forget to forward it: the CPU's bf16 products on an unprepared matrix
+  // pack it on every call (same bits, slowly).
+  virtual absl::StatusOr<Tensor> PrepareMatMulWeight(const Tensor& w) = 0;
   // dst.size_bytes() bytes from host `src` into `dst`.
   virtual absl::Status CopyFromHost(const void* src, const Tensor& dst) = 0;
   // src.size_bytes() bytes of `src` to host `dst`, after every queued op.
@@ -119,7 +119,8 @@ class Backend {
   virtual absl::Status EndGraphRegion() { return absl::OkStatus(); }
 
   // --- Row-wise ops -------------------------------------------------------------
-  // y [T, out] = x [T, in] · wᵀ, w [out, in] in its stored type.
+  // y [T, out] = x [T, in] · wᵀ, w [out, in] in its stored type or as
+  // PrepareMatMulWeight returned it.
   virtual void MatMul(const Tensor& x, const Tensor& w, const Tensor& y) = 0;
   // Several products of one input (a layer's input projections): y_i =
   // x · w_iᵀ for each target, in one pass where the backend can; the same

@@ -102,7 +102,8 @@ void CpuBackend::Free(Tensor& tensor) {
 
 absl::StatusOr<Tensor> CpuBackend::PrepareMatMulWeight(const Tensor& w) {
   if (matmul_precision_ != MatMulPrecision::kBF16 ||
-      w.type != ElementType::kBF16 || w.shape.rank != 2) {
+      w.type != ElementType::kBF16 || w.shape.rank != 2 ||
+      bf16_pairs_.count(w.data) != 0) {  // packed already
     return w;
   }
   const int64_t out = w.shape[0], in = w.shape[1];

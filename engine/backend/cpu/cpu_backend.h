@@ -41,6 +41,10 @@ class CpuBackend final : public Backend {
   }
   int num_threads() const { return pool_->num_threads(); }
   MatMulPrecision matmul_precision() const { return matmul_precision_; }
+  // bf16 products that ran on a bf16 matrix PrepareMatMulWeight had not
+  // packed (so it was packed for that call alone): 0 for a model whose
+  // loader prepares every matmul weight.
+  int64_t unprepared_bf16_matmuls() const { return unprepared_bf16_matmuls_; }
 
   absl::StatusOr<Tensor> Allocate(ElementType type,
                                   const Shape& shape) override;
@@ -113,10 +117,16 @@ class CpuBackend final : public Backend {
   // subset of allocations_): MatMul reads them as WeightLayout::kBf16Pairs.
   std::unordered_set<const void*> bf16_pairs_;
 
-  WeightLayout LayoutOf(const Tensor& w) const {
-    return bf16_pairs_.count(w.data) != 0 ? WeightLayout::kBf16Pairs
-                                          : WeightLayout::kRows;
+  // Counts the bf16 products on an unprepared matrix (packed per call).
+  WeightLayout LayoutOf(const Tensor& w) {
+    if (bf16_pairs_.count(w.data) != 0) return WeightLayout::kBf16Pairs;
+    if (matmul_precision_ == MatMulPrecision::kBF16 &&
+        w.type == ElementType::kBF16) {
+      ++unprepared_bf16_matmuls_;
+    }
+    return WeightLayout::kRows;
   }
+  int64_t unprepared_bf16_matmuls_ = 0;
 };
 
 }  // namespace tributary

@@ -88,6 +88,8 @@ struct Prefetch {
 // [t_begin, t_end) over weight rows [o_begin, o_end), whose row o starts at
 // row_base + (o − row_origin) · row_bytes; `next` is what the tile
 // prefetches (`prefetch`), or null. RowPtr: the tile's row pointer type.
+// The bf16 products call it with 16-row groups of packed pairs for rows
+// (nr_of_m: groups per tile; n_store: groups to store).
 template <typename RowPtr, typename Tile>
 void ForEachTile(int mr, const int* nr_of_m, int64_t t_begin, int64_t t_end,
                  int64_t o_begin, int64_t o_end, const char* row_base,

@@ -132,7 +132,8 @@ void MatMul(const float* x, int64_t num_tokens, int64_t in_features,
             WeightLayout layout = WeightLayout::kRows);
 
 // One of several products of the same x (MatMulShared): y = x Wᵀ with w
-// [out_features, in_features] of w_type, y [num_tokens, out_features].
+// [out_features, in_features] of w_type as `layout` says (kBf16Pairs: bf16
+// packed by PackBf16Pairs, w_type ignored), y [num_tokens, out_features].
 struct MatMulOutput {
   const void* w;
   ElementType w_type;

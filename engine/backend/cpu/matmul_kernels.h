@@ -68,8 +68,10 @@ struct Bf16DotKernels {
   // rows ldx bf16 apart; group[n]: group n's first pair (64 bytes a pair);
   // group[] has groups[m] entries (repeat one to pad; only rows_store rows
   // are read from y or written). `prefetch`, when not null, is the start of
-  // the next tile's weights (groups[m] · num_pairs · 64 contiguous bytes):
-  // the tile prefetches it into L2 at the pace it reads its own.
+  // the next tile's weights: the tile prefetches groups[m] · num_pairs · 64
+  // contiguous bytes from it into L2 at the pace it reads its own (which
+  // may run past the next tile, and past the buffer at its end: prefetches
+  // never fault).
   void (*tile)(int m, const uint16_t* x, int64_t ldx,
                const uint16_t* const* group, int64_t num_pairs,
                bool accumulate, float* y, int64_t ldy, int rows_store,

@@ -131,6 +131,10 @@ class CudaBackend final : public Backend {
   absl::StatusOr<Tensor> Allocate(ElementType type,
                                   const Shape& shape) override;
   void Free(Tensor& tensor) override;
+  // cuBLAS reads the imported [out, in] matrix as it is.
+  absl::StatusOr<Tensor> PrepareMatMulWeight(const Tensor& w) override {
+    return w;
+  }
   absl::StatusOr<Tensor> ImportWeight(const void* host, ElementType type,
                                       const Shape& shape) override;
   absl::Status CopyFromHost(const void* src, const Tensor& dst) override;

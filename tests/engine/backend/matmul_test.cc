@@ -343,8 +343,9 @@ TEST(MatMulBf16Test, IsTheRoundedProductsOnEveryPathAndShape) {
   }
   ThreadPool pool(2);
   // Odd K (a zero-padded last pair) and even, decode (one token tile) and
-  // prefill token counts, partial tiles and partial groups of 16 rows, and
-  // K of more than one segment of pairs (2 · kBf16PairsPerSegment) in both.
+  // prefill token counts, partial tiles and partial groups of 16 rows; K of
+  // more than one segment of pairs (2 · kBf16PairsPerSegment) in both
+  // (4500, 4101), and exactly one (2048, the boundary).
   const Shape shapes[] = {
       {1, 1, 1},      {1, 31, 7},     {2, 32, 33},   {3, 33, 15},
       {7, 63, 65},    {6, 64, 31},    {17, 100, 47}, {64, 300, 70},

@@ -177,6 +177,10 @@ TEST(HybridDecoderBf16MatMulTest, MovesTheLogitsByRoundingOnly) {
     logits.push_back(out->logits);
   }
   ASSERT_EQ(logits[0].size(), logits[1].size());
+  // The decoder prepared every matmul weight, the tied LM head included:
+  // none was packed per call.
+  EXPECT_EQ(
+      static_cast<CpuBackend&>(bf16.backend()).unprepared_bf16_matmuls(), 0);
   float max_ref = 0.0f, max_diff = 0.0f;
   for (size_t i = 0; i < logits[0].size(); ++i) {
     max_ref = std::max(max_ref, std::fabs(logits[0][i]));
@@ -227,6 +231,10 @@ TEST(HybridDecoderBf16MatMulTest, BackendPacksBf16MatricesOnly) {
   ASSERT_TRUE(packed.ok());
   EXPECT_NE(packed->data, w->data);
   EXPECT_EQ(packed->shape, w->shape);
+  // A packed matrix is not packed again (its bytes are not rows).
+  auto again = b.PrepareMatMulWeight(*packed);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->data, packed->data);
   for (int64_t tokens : {1, 5, 20}) {
     auto x = b.Allocate(ElementType::kF32, Shape{tokens, in});
     auto y_rows = b.Allocate(ElementType::kF32, Shape{tokens, out});
@@ -240,6 +248,9 @@ TEST(HybridDecoderBf16MatMulTest, BackendPacksBf16MatricesOnly) {
         << tokens << " tokens";
     for (Tensor* t : {&*x, &*y_rows, &*y_packed}) b.Free(*t);
   }
+  // The three products on the stored rows were counted, those on the packed
+  // copy were not.
+  EXPECT_EQ(b.unprepared_bf16_matmuls(), 3);
   b.Free(*packed);
   EXPECT_EQ(packed->data, nullptr);
   for (Tensor* t : {&*w, &*wf, &*v}) b.Free(*t);
