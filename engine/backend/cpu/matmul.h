@@ -43,6 +43,8 @@
 // same bits, slowly, on CPUs without the instruction.
 //
 // Thread safety: reentrant; with a pool, concurrent calls serialise on it.
+// Memory: kBF16 rounds x into a buffer of the calling thread, kept across
+// calls at the largest size it has needed (num_tokens × in_features bf16).
 #ifndef TRIBUTARY_ENGINE_BACKEND_CPU_MATMUL_H_
 #define TRIBUTARY_ENGINE_BACKEND_CPU_MATMUL_H_
 
