@@ -5,9 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/backend/cpu/cpu_backend.h"
@@ -118,6 +121,61 @@ TEST(SyntheticModelTest, RandomWeightsAreDeterministicAndInScale) {
   const double rms = std::sqrt(sum_sq / a.size());
   EXPECT_GT(rms, 0.05);
   EXPECT_LT(rms, 50.0);
+}
+
+// A backend that packs its matmul weights (bf16 products) gets the same
+// random model: the decoder numbers each tensor's random stream by its load
+// order, and the packed copies must not shift it. bf16 weights of the tiny
+// shape, bf16 products against f32: the logits within bf16 rounding, where
+// a shifted stream would give an unrelated model.
+TEST(SyntheticModelTest, PackedWeightsKeepTheRandomModel) {
+  if (!MatMulBf16DotSupported()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  auto config = SyntheticModelConfig("tiny");
+  ASSERT_TRUE(config.ok());
+  const ModelWeights weights = SyntheticModelWeights(*config, DType::kBF16);
+  std::vector<std::vector<float>> logits;
+  // f32 and bf16 products of seed 7's model, then f32 of seed 8's.
+  const std::pair<MatMulPrecision, uint64_t> runs[] = {
+      {MatMulPrecision::kF32, 7},
+      {MatMulPrecision::kBF16, 7},
+      {MatMulPrecision::kF32, 8}};
+  for (const auto& [precision, seed] : runs) {
+    auto backend = CpuBackend::Create({1, precision});
+    ASSERT_TRUE(backend.ok());
+    WeightLoadOptions load;
+    load.random_seed = seed;
+    auto decoder = HybridDecoder::Create(*config, weights, backend->get(),
+                                         {8, 16, 1}, load);
+    ASSERT_TRUE(decoder.ok()) << decoder.status();
+    if (precision == MatMulPrecision::kBF16) {
+      EXPECT_EQ((*backend)->unprepared_bf16_matmuls(), 0);
+    }
+    BatchLayout layout;
+    SequenceSlice& s = layout.sequences.emplace_back();
+    s.num_tokens = 12;
+    s.block_table = {0};
+    std::vector<int32_t> ids;
+    for (int i = 0; i < 12; ++i) ids.push_back((i * 41 + 5) % 512);
+    auto out = (*decoder)->Forward(layout, ids, ForwardOptions{});
+    ASSERT_TRUE(out.ok()) << out.status();
+    logits.push_back(out->logits);
+  }
+  ASSERT_EQ(logits[0].size(), logits[1].size());
+  ASSERT_EQ(logits[0].size(), logits[2].size());
+  ASSERT_FALSE(logits[0].empty());
+  float max_ref = 0.0f, max_diff = 0.0f, max_other = 0.0f;
+  for (size_t i = 0; i < logits[0].size(); ++i) {
+    max_ref = std::max(max_ref, std::fabs(logits[0][i]));
+    max_diff = std::max(max_diff, std::fabs(logits[1][i] - logits[0][i]));
+    max_other = std::max(max_other, std::fabs(logits[2][i] - logits[0][i]));
+  }
+  std::printf("max |logit| %g, bf16 products move them by %g, another model "
+              "by %g\n", max_ref, max_diff, max_other);
+  EXPECT_GT(max_diff, 0.0f);  // the products did change
+  // Rounding moves a random model's logits more than a trained one's
+  // (~1e-2 of their range here), another model by about their range.
+  EXPECT_LE(max_diff, 5e-2f * max_ref);
+  EXPECT_GT(max_other, 0.5f * max_ref);  // what a shifted stream looks like
 }
 
 }  // namespace
