@@ -61,6 +61,22 @@ TEST(SyntheticModelTest, EveryPresetIsValidAndUnknownOnesAreNamed) {
   EXPECT_NE(bad.status().message().find("qwen3.5-27b"), std::string::npos);
 }
 
+// The logits of every token of a fixed 12-token prompt (ids below 512, the
+// tiny vocabulary) prefilled from position 0 in KV block 0, state slot 0.
+std::vector<float> PrefillLogits(HybridDecoder& decoder) {
+  BatchLayout layout;
+  SequenceSlice& s = layout.sequences.emplace_back();
+  s.num_tokens = 12;
+  s.block_table = {0};
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 12; ++i) ids.push_back((i * 41 + 5) % 512);
+  ForwardOptions all;
+  all.logits_for_all_tokens = true;
+  auto out = decoder.Forward(layout, ids, all);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? out->logits : std::vector<float>();
+}
+
 // Prefill logits of the tiny synthetic model from `seed` on the CPU.
 std::vector<float> TinyLogits(uint64_t seed, int64_t* bytes_reported = nullptr) {
   auto model = ModelDirectory::Synthetic("tiny");
@@ -81,17 +97,7 @@ std::vector<float> TinyLogits(uint64_t seed, int64_t* bytes_reported = nullptr) 
   if (!decoder.ok()) return {};
   EXPECT_EQ(last_done, last_total) << "progress ends at the total";
   if (bytes_reported != nullptr) *bytes_reported = last_total;
-  BatchLayout layout;
-  SequenceSlice& s = layout.sequences.emplace_back();
-  s.num_tokens = 12;
-  s.block_table = {0};
-  std::vector<int32_t> ids;
-  for (int i = 0; i < 12; ++i) ids.push_back((i * 41 + 5) % 512);
-  ForwardOptions all;
-  all.logits_for_all_tokens = true;
-  auto out = (*decoder)->Forward(layout, ids, all);
-  EXPECT_TRUE(out.ok()) << out.status();
-  return out.ok() ? out->logits : std::vector<float>();
+  return PrefillLogits(**decoder);
 }
 
 TEST(SyntheticModelTest, RandomWeightsAreDeterministicAndInScale) {
@@ -147,18 +153,10 @@ TEST(SyntheticModelTest, PackedWeightsKeepTheRandomModel) {
     auto decoder = HybridDecoder::Create(*config, weights, backend->get(),
                                          {8, 16, 1}, load);
     ASSERT_TRUE(decoder.ok()) << decoder.status();
+    logits.push_back(PrefillLogits(**decoder));
     if (precision == MatMulPrecision::kBF16) {
       EXPECT_EQ((*backend)->unprepared_bf16_matmuls(), 0);
     }
-    BatchLayout layout;
-    SequenceSlice& s = layout.sequences.emplace_back();
-    s.num_tokens = 12;
-    s.block_table = {0};
-    std::vector<int32_t> ids;
-    for (int i = 0; i < 12; ++i) ids.push_back((i * 41 + 5) % 512);
-    auto out = (*decoder)->Forward(layout, ids, ForwardOptions{});
-    ASSERT_TRUE(out.ok()) << out.status();
-    logits.push_back(out->logits);
   }
   ASSERT_EQ(logits[0].size(), logits[1].size());
   ASSERT_EQ(logits[0].size(), logits[2].size());
