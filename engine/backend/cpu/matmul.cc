@@ -176,15 +176,15 @@ void RunRows(const MatMulKernels& kern, const Problem& p, int64_t o_begin,
 
 // The bf16 products (MatMulPrecision::kBF16): x already rounded to bf16
 // (`xb`, num_tokens rows of ldxb = 2 · pairs elements, an odd K's last pair
-// padded with a zero), weights packed as bf16 pairs (PackBf16Pairs); all
+// padded with a zero), p.w packed as bf16 pairs (PackBf16Pairs); all
 // tokens × the output rows of groups [g_begin, g_end). A segment at a time
 // (one for K <= 2 · kBf16PairsPerSegment), each tile continuing its outputs'
 // chains from the previous segment's results in y. Decode streams the
 // groups once; prefill runs every token tile over a block of groups
 // (kPackBytes of them) while the block sits in L2.
 void RunGroupsBf16(const Bf16DotKernels& kern, const Problem& p,
-                   const uint16_t* xb, int64_t ldxb, const uint16_t* packed,
-                   int64_t g_begin, int64_t g_end) {
+                   const uint16_t* xb, int64_t ldxb, int64_t g_begin,
+                   int64_t g_end) {
   const int64_t pairs = ldxb / 2;
   const int64_t groups = (p.out_features + 15) / 16;
   for (int64_t s0 = 0; s0 < pairs; s0 += kBf16PairsPerSegment) {
@@ -192,7 +192,7 @@ void RunGroupsBf16(const Bf16DotKernels& kern, const Problem& p,
     const int64_t group_bytes = len * 64;
     // Segment s starts after s full segments of every group.
     const char* segment =
-        reinterpret_cast<const char*>(packed + s0 * groups * 32);
+        p.w + s0 * groups * 32 * static_cast<int64_t>(sizeof(uint16_t));
     const bool accumulate = s0 > 0;
     const auto tile = [&](int m, int64_t t0, int64_t g,
                           const uint16_t* const* group, int n_groups,
@@ -241,8 +241,9 @@ struct AlignedFloats {
 struct Product {
   Problem p;
   const MatMulKernels* kern;   // f32 products
-  const Bf16DotKernels* bf16;  // bf16 products (MatMulPrecision::kBF16)
-  const uint16_t* packed;      // bf16 products: the weights as bf16 pairs
+  // bf16 products (MatMulPrecision::kBF16): p.w is then the weights as
+  // bf16 pairs.
+  const Bf16DotKernels* bf16;
   int64_t first_unit;
   int64_t num_units;
 };
@@ -283,12 +284,10 @@ void RunProducts(MatMulIsa isa, const float* x, int64_t num_tokens,
                 o.w_type, o.out_features, o.y},
                nullptr,
                nullptr,
-               nullptr,
                units,
                (o.out_features + kRowsPerUnit - 1) / kRowsPerUnit};
     if (o.layout == WeightLayout::kBf16Pairs) {
       pr.bf16 = &bf16_kern;
-      pr.packed = static_cast<const uint16_t*>(o.w);
       round_x = true;
     } else if (precision == MatMulPrecision::kBF16 &&
                o.w_type == ElementType::kBF16) {
@@ -299,7 +298,7 @@ void RunProducts(MatMulIsa isa, const float* x, int64_t num_tokens,
           new uint16_t[Bf16PairsElements(o.out_features, in_features)]);
       PackBf16Pairs(static_cast<const uint16_t*>(o.w), o.out_features,
                     in_features, packed_here.back().get(), pool);
-      pr.packed = packed_here.back().get();
+      pr.p.w = reinterpret_cast<const char*>(packed_here.back().get());
       round_x = true;
     } else {
       // The vector paths know the three float weight types; anything else
@@ -347,8 +346,8 @@ void RunProducts(MatMulIsa isa, const float* x, int64_t num_tokens,
       if (pr.bf16 != nullptr) {
         // A unit is one group of 16 rows.
         static_assert(kRowsPerUnit == 16);
-        RunGroupsBf16(*pr.bf16, pr.p, xb, ldxb, pr.packed,
-                      b - pr.first_unit, e - pr.first_unit);
+        RunGroupsBf16(*pr.bf16, pr.p, xb, ldxb, b - pr.first_unit,
+                      e - pr.first_unit);
         continue;
       }
       const int64_t o_begin = (b - pr.first_unit) * kRowsPerUnit;

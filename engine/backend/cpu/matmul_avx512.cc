@@ -1,8 +1,8 @@
 // The AVX-512 paths: the canonical 16-lane order (matmul_kernels.h) with one
 // zmm accumulator per (token, weight row), up to 6 tokens × 4 rows (prefill)
 // or 1–2 tokens × 8 rows (decode) per tile; and the bf16 products' pair
-// chains on VDPBF16PS (AVX512_BF16) over weights packed as bf16 pairs, up to
-// 8 tokens × 3 groups of 16 rows (prefill) or 1 token × 12 groups (decode).
+// chains on VDPBF16PS (AVX512_BF16) over weights packed as bf16 pairs, m
+// tokens × kGroupsBf16[m] groups of 16 rows per tile (1 × 12 … 8 × 3).
 //
 // This file is compiled with the project's baseline flags; only the functions
 // marked TRIBUTARY_AVX512 use AVX-512 (target attribute), so no inline
@@ -351,7 +351,7 @@ TRIBUTARY_AVX512_BF16 void Bf16DotTileAvx512(int m, const uint16_t* x,
                              Bf16PairTiles<3>(), Bf16PairTiles<4>(),
                              Bf16PairTiles<5>(), Bf16PairTiles<6>(),
                              Bf16PairTiles<7>(), Bf16PairTiles<8>()};
-  m = m < 1 ? 1 : m > kMrBf16 ? kMrBf16 : m;
+  m = std::clamp(m, 1, kMrBf16);
   const int groups = std::clamp((rows_store + 15) / 16, 1, kGroupsBf16[m]);
   kTiles[m][groups - 1](x, ldx, group, num_pairs, accumulate, y, ldy,
                         rows_store, prefetch);

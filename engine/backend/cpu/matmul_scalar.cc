@@ -3,7 +3,6 @@
 // bf16 products' pair chains, the naive twin of VDPBF16PS on packed pairs.
 #include <cfloat>
 #include <cmath>
-#include <initializer_list>
 
 #include "engine/backend/cpu/matmul_kernels.h"
 
