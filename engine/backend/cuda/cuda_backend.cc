@@ -451,7 +451,17 @@ absl::Status CudaBackend::IssueRegion() {
       cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
   if (error == cudaSuccess) {
     for (std::function<void()>& work : recorder_->work()) work();
+    // A work item that failed while it was being captured (a launch
+    // refused, cuBLAS declining a product) left its work out of the graph:
+    // kept, the graph would replay the step without it, silently, every
+    // time. Such a capture is thrown away and the work runs as plain
+    // launches below, where an error that persists is reported as its own.
+    const bool work_failed =
+        cudaGetLastError() != cudaSuccess || !(pending_ == pending_before);
     error = cudaStreamEndCapture(stream_, &graph);
+    if (error == cudaSuccess && work_failed) {
+      error = cudaErrorStreamCaptureInvalidated;
+    }
     if (error == cudaSuccess) error = cudaGraphInstantiate(&exec, graph, 0);
     if (graph != nullptr) (void)cudaGraphDestroy(graph);
   }

@@ -21,6 +21,9 @@
 #if defined(TRIBUTARY_TEST_CUDA_BACKEND)
 #include "engine/backend/cuda/cuda_backend.h"
 #endif
+#if defined(TRIBUTARY_CUDA_EMULATION)
+#include "engine/backend/cuda/emulation/cuda_emulation.h"
+#endif
 #include "fixture_reference.h"
 
 namespace tributary {
@@ -106,7 +109,8 @@ struct Synthetic {
 };
 
 Synthetic MakeSynthetic(const std::string& preset, BackendKind kind,
-                        ElementType cuda_activations, bool graphs = true) {
+                        ElementType cuda_activations, bool graphs = true,
+                        int64_t num_state_slots = 4) {
   Synthetic s;
   auto model = ModelDirectory::Synthetic(preset);
   EXPECT_TRUE(model.ok()) << model.status();
@@ -124,7 +128,8 @@ Synthetic MakeSynthetic(const std::string& preset, BackendKind kind,
   WeightLoadOptions load;
   load.random_seed = 7;
   auto decoder = HybridDecoder::Create(s.model->config(), s.model->weights(),
-                                       s.backend.get(), {64, kBlockSize, 4},
+                                       s.backend.get(),
+                                       {64, kBlockSize, num_state_slots},
                                        load);
   EXPECT_TRUE(decoder.ok()) << decoder.status();
   if (decoder.ok()) s.decoder = std::move(*decoder);
@@ -254,6 +259,108 @@ TEST(CudaDecoderTest, DecodeStepsAsGraphsEqualPlainSteps) {
   EXPECT_EQ(off.eager, 8);
 #endif
 }
+
+// Twelve one-block sequences on a backend with graphs and one without:
+// decode steps of more rows than the few-token product takes, so cuBLAS's
+// products are captured too.
+constexpr int32_t kWideSequences = 12;
+constexpr int64_t kWidePrompt = 3;
+
+struct WidePair {
+  Synthetic graphs, plain;
+  int64_t position = 0;
+};
+
+void PrefillWide(WidePair& pair) {
+  pair.graphs = MakeSynthetic("tiny", BackendKind::kCuda, ElementType::kBF16,
+                              /*graphs=*/true, kWideSequences);
+  pair.plain = MakeSynthetic("tiny", BackendKind::kCuda, ElementType::kBF16,
+                             /*graphs=*/false, kWideSequences);
+  ASSERT_TRUE(pair.graphs.decoder && pair.plain.decoder);
+  BatchLayout layout;
+  std::vector<int32_t> ids;
+  for (int32_t s = 0; s < kWideSequences; ++s) {
+    layout.sequences.push_back(
+        Slice(static_cast<int64_t>(ids.size()), kWidePrompt, 0, s, {s}));
+    for (int64_t i = 0; i < kWidePrompt; ++i) {
+      ids.push_back(static_cast<int32_t>((i * 41 + s * 13 + 2) % 512));
+    }
+  }
+  auto a = pair.graphs.decoder->Forward(layout, ids, ForwardOptions{});
+  auto b = pair.plain.decoder->Forward(layout, ids, ForwardOptions{});
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << " " << b.status();
+  pair.position = kWidePrompt;
+}
+
+// One decode step of every sequence on both; the graphs' outputs must be
+// the plain launches' bits.
+void DecodeWide(WidePair& pair, const ForwardOptions& options, int32_t salt) {
+  BatchLayout layout;
+  std::vector<int32_t> ids;
+  for (int32_t s = 0; s < kWideSequences; ++s) {
+    layout.sequences.push_back(Slice(s, 1, pair.position, s, {s}));
+    ids.push_back((salt * 29 + s * 11) % 512);
+  }
+  ++pair.position;
+  auto a = pair.graphs.decoder->Forward(layout, ids, options);
+  auto b = pair.plain.decoder->Forward(layout, ids, options);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << " " << b.status();
+  ASSERT_EQ(a->logits, b->logits);
+  ASSERT_EQ(a->device_ids, b->device_ids);
+  ASSERT_EQ(a->residual_stats, b->residual_stats);
+}
+
+// Wide steps as graphs, returning logits, and with every row chosen on the
+// device, greedy and sampled (the service's kinds of step; the benchmark
+// times sampled steps this way).
+TEST(CudaDecoderTest, WideAndSampledStepsAsGraphsEqualPlainSteps) {
+  SKIP_WITHOUT_DEVICE();
+  WidePair pair;
+  ASSERT_NO_FATAL_FAILURE(PrefillWide(pair));
+  ForwardOptions chosen;
+  chosen.device_choice.assign(kWideSequences, true);
+  for (int32_t s = 0; s < kWideSequences; ++s) {
+    TokenChoice choice;  // even rows greedy, odd rows sampled
+    if (s % 2 == 1) {
+      choice = TokenChoice{0.8f, 0, 0.95f, 0.0f, (s + 0.5) / kWideSequences};
+    }
+    chosen.token_choices.push_back(choice);
+  }
+  for (int32_t i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_NO_FATAL_FAILURE(DecodeWide(pair, ForwardOptions{}, 2 * i));
+    ASSERT_NO_FATAL_FAILURE(DecodeWide(pair, chosen, 2 * i + 1));
+  }
+#if defined(TRIBUTARY_TEST_CUDA_BACKEND)
+  const auto& stats =
+      static_cast<CudaBackend*>(pair.graphs.backend.get())->graph_stats();
+  EXPECT_EQ(stats.eager, 0);
+  EXPECT_GE(stats.captured, 2);  // a step of logits, one of chosen rows
+  EXPECT_GE(stats.replayed, 4);
+#endif
+}
+
+#if defined(TRIBUTARY_CUDA_EMULATION)
+// A product that fails while its step is being captured (cuBLAS declining
+// it) must not leave a graph without it: the capture is thrown away and the
+// step runs as plain launches (where the product now succeeds), and the
+// next step of that shape is captured whole.
+TEST(CudaDecoderTest, ACaptureWhoseProductFailedIsNotKept) {
+  WidePair pair;
+  ASSERT_NO_FATAL_FAILURE(PrefillWide(pair));
+  const auto& stats =
+      static_cast<CudaBackend*>(pair.graphs.backend.get())->graph_stats();
+  const int64_t eager_before = stats.eager;
+  cuda_emulation::FailNextGemms(1);
+  ASSERT_NO_FATAL_FAILURE(DecodeWide(pair, ForwardOptions{}, 0));
+  EXPECT_EQ(stats.captured, 0);
+  EXPECT_EQ(stats.eager, eager_before + 1);
+  ASSERT_NO_FATAL_FAILURE(DecodeWide(pair, ForwardOptions{}, 1));
+  ASSERT_NO_FATAL_FAILURE(DecodeWide(pair, ForwardOptions{}, 2));
+  EXPECT_EQ(stats.captured, 1);
+  EXPECT_EQ(stats.replayed, 1);
+}
+#endif
 
 TEST(CudaDecoderTest, BatchedEqualsAloneAndPrefillEqualsDecode) {
   SKIP_WITHOUT_DEVICE();

@@ -344,6 +344,8 @@ std::atomic<int> context_error{cudaSuccess};
 // Allocations above this fail as out of memory (a real device's limit, and
 // what the out-of-memory test asks for).
 constexpr size_t kEmulatedMemoryBytes = size_t{64} << 30;
+// cublasGemmEx calls still to fail (FailNextGemms).
+std::atomic<int> gemms_to_fail{0};
 
 cudaError_t Record(cudaError_t e) {
   if (e != cudaSuccess) last_error = e;
@@ -366,6 +368,7 @@ void ClearStickyError() {
   context_error = cudaSuccess;
   last_error = cudaSuccess;
 }
+void FailNextGemms(int count) { gemms_to_fail = count; }
 }  // namespace cuda_emulation
 }  // namespace tributary
 
@@ -593,6 +596,10 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
                             void* C, cudaDataType_t c_type, int ldc,
                             cublasComputeType_t compute, cublasGemmAlgo_t) {
   using tributary::ElementType;
+  if (gemms_to_fail.load() > 0) {
+    gemms_to_fail.fetch_sub(1);
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
   if (auto* list = tributary::cuda_emulation::CaptureList()) {
     // As cuBLAS in host pointer mode: α and β are read now.
     const float alpha_value = *static_cast<const float*>(alpha);

@@ -272,6 +272,10 @@ namespace cuda_emulation {
 // only a restart helps). For the tests of the backend's error handling.
 void InjectStickyError(cudaError_t error);
 void ClearStickyError();
+// The next `count` cublasGemmEx calls (captured or not) return
+// CUBLAS_STATUS_NOT_SUPPORTED and do nothing, as cuBLAS may for a product
+// it declines. For the tests of a capture whose work fails.
+void FailNextGemms(int count);
 
 template <typename... Params, typename Grid, typename Block>
 Launcher<Params...> Launch(void (*kernel)(Params...), Grid grid, Block block,
