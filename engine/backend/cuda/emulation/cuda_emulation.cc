@@ -205,10 +205,17 @@ void RunBlock(BlockRun& b, int num_threads) {
     makecontext(&f.context, &FiberMain, 0);
 #endif
   }
+  // Threads run between barriers one at a time, in index order, or in the
+  // reverse order with TRIBUTARY_EMULATION_REVERSE_THREADS set: a race that
+  // one order hides (thread 0 writes shared memory, the others read it with
+  // no barrier between) the other shows. A test runs the kernels both ways.
+  static const bool reverse =
+      std::getenv("TRIBUTARY_EMULATION_REVERSE_THREADS") != nullptr;
   int remaining = num_threads;
   while (remaining > 0) {
     bool progress = false;
-    for (int i = 0; i < num_threads; ++i) {
+    for (int k = 0; k < num_threads; ++k) {
+      const int i = reverse ? num_threads - 1 - k : k;
       Fiber& f = b.fibers[i];
       if (f.done) continue;
       if (f.waiting_on != nullptr &&
