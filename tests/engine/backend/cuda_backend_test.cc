@@ -943,12 +943,16 @@ TEST_P(CudaKernelFormTest, GatedDeltaRuleOverSeveralChunks) {
 // of the state: a decode's result must not depend on which path its step
 // takes. Against the CPU: the GPU rounds q̂ and k̂ to bf16 (2⁻⁹ relative),
 // which moves the state by up to ~2e-3 of its largest value per token
-// (~4e-3 seen after a prefill of 9 tokens). Outputs per token: a head's
+// (~4e-3 seen after a prefill of 9 tokens), and the moves of successive
+// steps add up: the state's tolerance grows by kStateTolPerToken a step
+// (held at the first step's, 3e-3 on decodes alone failed ~1 seed in 10 by
+// the third). Outputs per token: a head's
 // output can be a small difference of large terms (q̂ · k̂ of nearly
 // orthogonal keys).
 TEST_P(CudaKernelFormTest, GatedDeltaNetFromTheConvOutput) {
   const int64_t hk = 2, hv = 6, dk = 128, dv = 64, slots = 4;
   const int64_t conv_dim = 2 * hk * dk + hv * dv;
+  constexpr double kStateTolPerToken = 2e-3;
   // Decays e^g in about [0.05, 1), as a trained model's.
   Pair a_log = Weight(Shape{hv}, 0.0f, 1.5f);
   Pair dt_bias = Weight(Shape{hv}, -4.0f, -1.0f);
@@ -977,7 +981,8 @@ TEST_P(CudaKernelFormTest, GatedDeltaNetFromTheConvOutput) {
                                    dt_bias.gpu, gpu_scratch, composed_state,
                                    composed_out.gpu);
       ExpectClose(out, hv * dv, 2e-2, "GatedDeltaNet out");
-      ExpectClose(state, dk * dv, state_tol, "GatedDeltaNet state");
+      ExpectClose(state, dk * dv, state_tol + kStateTolPerToken * step,
+                  "GatedDeltaNet state");
       EXPECT_EQ(Read(*gpu_, out.gpu), Read(*gpu_, composed_out.gpu));
       EXPECT_EQ(Read(*gpu_, state.gpu), Read(*gpu_, composed_state));
       int64_t offset = 0;
