@@ -243,7 +243,10 @@ __device__ __forceinline__ void LoadRowSlice(ConstTyped src, int64_t base,
   static_assert(kSplitDimsPerLane == 8, "one 16-byte load of bf16");
   const auto* bf16 = static_cast<const __nv_bfloat16*>(src.data) + base +
                      int64_t{lane} * per;
+  // Whole shares only: at a head of 225–255 dims the last lanes' eight
+  // would run into the next head.
   if (src.type == ElementType::kBF16 && per == kSplitDimsPerLane &&
+      int64_t{lane + 1} * per <= head_dim &&
       reinterpret_cast<uintptr_t>(bf16) % 16 == 0) {
     LoadBf16x8(bf16, out);
     return;

@@ -1070,10 +1070,12 @@ TEST_P(CudaKernelFormTest, WriteKvThenPagedAttention) {
 // Decode steps over a long context (the split attention's case: few tokens,
 // many keys, every run's partial merged): contexts of 1000, 17 and 1 keys
 // (one long, one of a few runs, a first token), at the 27B's heads (24
-// query heads on 4 KV heads of 256: groups of 6) and at 12 query heads per
-// KV head (two blocks of one KV head's group).
+// query heads on 4 KV heads of 256: groups of 6), at 12 query heads per
+// KV head (two blocks of one KV head's group), and at a head of 240 (eight
+// dims a lane, the last lanes' share partly past the head).
 TEST_P(CudaKernelFormTest, DecodeAttentionOverALongContext) {
-  for (const AttentionDims& d : {AttentionDims{24, 4, 256}, AttentionDims{12, 1, 64}}) {
+  for (const AttentionDims& d : {AttentionDims{24, 4, 256}, AttentionDims{12, 1, 64},
+                                 AttentionDims{8, 2, 240}}) {
     SCOPED_TRACE(d.heads);
     AttentionAgainstTheCpu(d, {1, 1, 1}, {999, 16, 0}, 63);
   }
