@@ -273,7 +273,10 @@ __global__ void SplitAttentionKernel(ConstTyped q, int64_t num_heads,
                                      DeviceLayout layout) {
   const int lane = threadIdx.x % kWarpSize;
   const int warp = threadIdx.x / kWarpSize;
-  const int64_t t = blockIdx.x;
+  // Row `rank` of the split kernel's rows: every token, or with skip_flash
+  // the tokens the flash kernel leaves (DeviceLayout::split_tokens).
+  const int64_t rank = blockIdx.x;
+  const int64_t t = skip_flash ? layout.split_tokens[rank] : rank;
   const int64_t group = num_heads / kv_heads;
   const int64_t groups_per_kv = (group + kSplitGroupHeads - 1) / kSplitGroupHeads;
   const int64_t kvh = blockIdx.y / groups_per_kv;
@@ -283,7 +286,6 @@ __global__ void SplitAttentionKernel(ConstTyped q, int64_t num_heads,
                                  ? group - heads_before
                                  : kSplitGroupHeads;
   const DeviceSequence& seq = layout.sequences[layout.token_sequence[t]];
-  if (skip_flash && seq.flash) return;  // the whole block: the flash kernel's
   const int64_t num_keys = int64_t{layout.token_position[t]} + 1;
   const int64_t run = blockIdx.z;
   const int64_t key_begin = run * run_keys;
@@ -366,7 +368,7 @@ __global__ void SplitAttentionKernel(ConstTyped q, int64_t num_heads,
       StoreF32(out.data, out.type, (t * num_heads + head) * head_dim + d,
                merged_out / merged_denominator);
     } else {
-      const int64_t slot = (t * num_heads + head) * max_runs + run;
+      const int64_t slot = (rank * num_heads + head) * max_runs + run;
       partial_out[slot * head_dim + d] = merged_out;
       if (d == 0) {
         partial_stats[2 * slot] = merged_max;
@@ -384,12 +386,12 @@ __global__ void MergeAttentionRunsKernel(int64_t num_heads, int64_t head_dim,
                                          const float* partial_stats,
                                          const float* partial_out, Typed out,
                                          bool skip_flash, DeviceLayout layout) {
-  const int64_t t = blockIdx.x, head = blockIdx.y;
-  if (skip_flash && layout.sequences[layout.token_sequence[t]].flash) return;
+  const int64_t rank = blockIdx.x, head = blockIdx.y;
+  const int64_t t = skip_flash ? layout.split_tokens[rank] : rank;
   const int64_t num_keys = int64_t{layout.token_position[t]} + 1;
   const int64_t runs = (num_keys + run_keys - 1) / run_keys;
   if (runs <= 1) return;  // written by the split kernel
-  const int64_t first = (t * num_heads + head) * max_runs;
+  const int64_t first = (rank * num_heads + head) * max_runs;
   float merged_max = -INFINITY;
   for (int64_t r = 0; r < runs; ++r) {
     merged_max = fmaxf(merged_max, partial_stats[2 * (first + r)]);
@@ -462,24 +464,24 @@ void LaunchPagedAttention(ConstTyped q, int64_t num_tokens, int64_t num_heads,
       scale, out, layout);
 }
 
-void LaunchSplitAttention(ConstTyped q, int64_t num_tokens, int64_t num_heads,
+void LaunchSplitAttention(ConstTyped q, int64_t num_rows, int64_t num_heads,
                           int64_t kv_heads, int64_t head_dim, ConstTyped k_pool,
                           ConstTyped v_pool, int64_t block_size, float scale,
                           int64_t run_keys, int64_t max_runs,
                           float* partial_stats, float* partial_out, Typed out,
                           bool skip_flash, const DeviceLayout& layout,
                           cudaStream_t stream) {
-  if (num_tokens <= 0 || num_heads <= 0) return;
+  if (num_rows <= 0 || num_heads <= 0) return;
   const int64_t group = num_heads / kv_heads;
   const int64_t groups_per_kv = (group + kSplitGroupHeads - 1) / kSplitGroupHeads;
-  const dim3 grid(static_cast<unsigned>(num_tokens),
+  const dim3 grid(static_cast<unsigned>(num_rows),
                   static_cast<unsigned>(kv_heads * groups_per_kv),
                   static_cast<unsigned>(max_runs));
   TRIBUTARY_LAUNCH(SplitAttentionKernel, grid, kSplitWarps * kWarpSize, stream)(
       q, num_heads, kv_heads, head_dim, k_pool, v_pool, block_size, scale,
       run_keys, max_runs, out, partial_stats, partial_out, skip_flash, layout);
   if (max_runs > 1) {
-    const dim3 merge_grid(static_cast<unsigned>(num_tokens),
+    const dim3 merge_grid(static_cast<unsigned>(num_rows),
                           static_cast<unsigned>(num_heads));
     TRIBUTARY_LAUNCH(MergeAttentionRunsKernel, merge_grid, 128, stream)(
         num_heads, head_dim, run_keys, max_runs, partial_stats, partial_out,

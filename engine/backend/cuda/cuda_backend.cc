@@ -540,7 +540,8 @@ absl::Status CudaBackend::SetBatchLayout(const BatchLayout& layout) {
   std::vector<int32_t>& words = layout_->host;
   words.assign(static_cast<size_t>(num_sequences * kSequenceWords +
                                    2 * num_tokens + num_block_entries +
-                                   num_chunked + 2 * num_flash_tiles),
+                                   num_chunked + 2 * num_flash_tiles +
+                                   tokens_without_flash_),
                0);
   int32_t* sequences = words.data();
   int32_t* token_sequence = sequences + num_sequences * kSequenceWords;
@@ -550,8 +551,9 @@ absl::Status CudaBackend::SetBatchLayout(const BatchLayout& layout) {
   // the same while sequences grow into new blocks.
   int32_t* chunked_sequences = token_position + num_tokens;
   int32_t* flash_tiles = chunked_sequences + num_chunked;
-  int32_t* block_tables = flash_tiles + 2 * num_flash_tiles;
-  int64_t block_offset = 0, chunked_rank = 0, flash_tile = 0;
+  int32_t* split_tokens = flash_tiles + 2 * num_flash_tiles;
+  int32_t* block_tables = split_tokens + tokens_without_flash_;
+  int64_t block_offset = 0, chunked_rank = 0, flash_tile = 0, split_rank = 0;
   for (int64_t i = 0; i < num_sequences; ++i) {
     const SequenceSlice& s = layout.sequences[i];
     cuda::DeviceSequence d;
@@ -573,6 +575,9 @@ absl::Status CudaBackend::SetBatchLayout(const BatchLayout& layout) {
       token_sequence[s.token_offset + t] = static_cast<int32_t>(i);
       token_position[s.token_offset + t] =
           static_cast<int32_t>(s.first_position + t);
+      if (!d.flash) {
+        split_tokens[split_rank++] = static_cast<int32_t>(s.token_offset + t);
+      }
     }
     std::copy(s.block_table.begin(), s.block_table.end(),
               block_tables + block_offset);
@@ -617,11 +622,13 @@ absl::Status CudaBackend::SetBatchLayout(const BatchLayout& layout) {
   view.token_position = view.token_sequence + num_tokens;
   view.chunked_sequences = view.token_position + num_tokens;
   view.flash_tiles = view.chunked_sequences + num_chunked;
-  view.block_tables = view.flash_tiles + 2 * num_flash_tiles;
+  view.split_tokens = view.flash_tiles + 2 * num_flash_tiles;
+  view.block_tables = view.split_tokens + tokens_without_flash_;
   view.num_sequences = static_cast<int32_t>(num_sequences);
   view.num_tokens = static_cast<int32_t>(num_tokens);
   view.num_chunked = static_cast<int32_t>(num_chunked);
   view.num_flash_tiles = static_cast<int32_t>(num_flash_tiles);
+  view.num_split_tokens = static_cast<int32_t>(tokens_without_flash_);
   return absl::OkStatus();
 }
 
@@ -1155,7 +1162,9 @@ void CudaBackend::PagedAttention(const Tensor& q, const Tensor& k_pool,
   float* partial_stats = nullptr;
   float* partial_out = nullptr;
   if (max_runs > 1) {
-    const int64_t slots = tokens * heads * max_runs;
+    // Only the split kernel's rows: a long prefill chunk beside decodes
+    // would otherwise reserve its 8k tokens' partials (gigabytes) unused.
+    const int64_t slots = split_tokens * heads * max_runs;
     float* partials =
         Scratch(attention_partials_,
                 static_cast<size_t>(slots * (2 + head_dim)) * sizeof(float),
@@ -1164,7 +1173,7 @@ void CudaBackend::PagedAttention(const Tensor& q, const Tensor& k_pool,
     partial_stats = partials;
     partial_out = partials + 2 * slots;
   }
-  cuda::LaunchSplitAttention(In(q), tokens, heads, kv_heads, head_dim,
+  cuda::LaunchSplitAttention(In(q), split_tokens, heads, kv_heads, head_dim,
                              In(k_pool), In(v_pool), k_pool.shape[1], scale,
                              run_keys, max_runs, partial_stats, partial_out,
                              Out(out), flash, layout_->view, stream_);

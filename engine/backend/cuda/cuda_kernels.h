@@ -175,16 +175,18 @@ void LaunchPagedAttention(ConstTyped q, int64_t num_tokens, int64_t num_heads,
 
 // The split (flash-decoding) form of LaunchPagedAttention, for head_dim ≤
 // kSplitAttentionMaxHeadDim; a block serves up to kSplitAttentionHeadsPerBlock
-// query heads of one KV head. A token's keys 0 … position are cut into
-// runs of run_keys; a token with more than one run leaves each run's partial
-// softmax in partial_stats [T, heads, max_runs, 2] (max, denominator) and
-// partial_out [T, heads, max_runs, head_dim] (f32, unnormalised), merged
-// into `out` by a second kernel. max_runs ≥ every token's run count; the
-// partial buffers may be null when max_runs is 1. With skip_flash, the
-// tokens of sequences with `flash` set are left to the flash kernel.
+// query heads of one KV head. Its rows, num_rows of them, are every token
+// of the step, or with skip_flash the layout's split_tokens (the tokens of
+// sequences with `flash` unset; the flash kernel takes the others). A row's
+// keys 0 … position are cut into runs of run_keys; a row with more than one
+// run leaves each run's partial softmax in partial_stats [R, heads,
+// max_runs, 2] (max, denominator) and partial_out [R, heads, max_runs,
+// head_dim] (f32, unnormalised), merged into `out` by a second kernel.
+// max_runs ≥ every row's run count; the partial buffers may be null when
+// max_runs is 1.
 constexpr int64_t kSplitAttentionMaxHeadDim = 256;
 constexpr int64_t kSplitAttentionHeadsPerBlock = 8;
-void LaunchSplitAttention(ConstTyped q, int64_t num_tokens, int64_t num_heads,
+void LaunchSplitAttention(ConstTyped q, int64_t num_rows, int64_t num_heads,
                           int64_t kv_heads, int64_t head_dim, ConstTyped k_pool,
                           ConstTyped v_pool, int64_t block_size, float scale,
                           int64_t run_keys, int64_t max_runs,

@@ -38,11 +38,20 @@ struct DeviceLayout {
   // The flash kernel's query tiles: (sequence, first token of the tile
   // within the sequence's step) pairs, [num_flash_tiles, 2].
   const int32_t* flash_tiles = nullptr;
+  // The tokens of the sequences with flash = 0, in order: [num_split_tokens]
+  // (the split attention's rows when the flash kernel takes the others).
+  const int32_t* split_tokens = nullptr;
   int32_t num_sequences = 0;
   int32_t num_tokens = 0;
   int32_t num_chunked = 0;
   int32_t num_flash_tiles = 0;
+  int32_t num_split_tokens = 0;
+  // Keeps the struct free of padding: graphs are matched on the bytes of
+  // launch parameters (LaunchRecorder), and padding has no defined value.
+  int32_t reserved = 0;
 };
+static_assert(sizeof(DeviceLayout) == 7 * sizeof(void*) + 6 * sizeof(int32_t),
+              "DeviceLayout has padding");
 
 }  // namespace cuda
 }  // namespace tributary
