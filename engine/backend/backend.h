@@ -182,6 +182,8 @@ class Backend {
   // that only the ids come back. A row with penalties reads its entries of
   // `history` ([E, kTokenHistoryWords] i32, TokenHistoryEntry; may be empty
   // when no row has penalties), and its row of x is penalized in place.
+  // Rows' history ranges must not overlap: a backend writes a row's scratch
+  // into its entries (TokenHistoryEntry::raw_logit).
   // When `logprobs` has data ([R, kTokenLogprobsWords] i32), a row with
   // num_logprobs ≥ 0 and a token gets its TokenLogprobs there (of the raw
   // row; other rows' entries are left as they were).

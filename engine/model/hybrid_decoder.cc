@@ -475,6 +475,27 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
           ", +", choice.history_count, ") outside the ", num_history, " given"));
     }
   }
+  {
+    // A row's entries are its own: a backend writes its scratch into them
+    // (TokenHistoryEntry::raw_logit), and on a GPU two rows sharing an
+    // entry would race on it.
+    std::vector<std::pair<int64_t, size_t>> ranges;  // (begin, row)
+    for (size_t r = 0; r < options.token_choices.size(); ++r) {
+      if (options.token_choices[r].history_count > 0) {
+        ranges.emplace_back(options.token_choices[r].history_begin, r);
+      }
+    }
+    std::sort(ranges.begin(), ranges.end());
+    for (size_t i = 1; i < ranges.size(); ++i) {
+      const TokenChoice& before = options.token_choices[ranges[i - 1].second];
+      if (ranges[i].first < int64_t{before.history_begin} + before.history_count) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "token_choices[", ranges[i].second, "]: history entries from ",
+            ranges[i].first, " overlap those of token_choices[",
+            ranges[i - 1].second, "]; each row's entries must be its own"));
+      }
+    }
+  }
   for (size_t e = 0; e < options.token_history.size(); ++e) {
     const int32_t id = options.token_history[e].token_id;
     if (id < 0 || id >= c.vocab_size) {

@@ -327,6 +327,31 @@ TEST(HybridDecoderTest, DeviceChoiceRowsGetTheTokenOfTheirLogits) {
   options.device_choice = {true};
   EXPECT_EQ(h.decoder().Forward(layout, ids, options).status().code(),
             absl::StatusCode::kInvalidArgument);
+  // Penalty histories: each row's entries are its own (a backend writes
+  // scratch into them).
+  options.device_choice = {true, true, true};
+  options.token_choices = {TokenChoice{1.0f, 0, 0.9f, 0.0f, 0.3},
+                           TokenChoice{}, TokenChoice{1.0f, 0, 0.9f, 0.0f, 0.6}};
+  options.token_history.assign(5, TokenHistoryEntry{});
+  for (int e = 0; e < 5; ++e) options.token_history[e].token_id = e;
+  for (TokenChoice& c : options.token_choices) c.repetition_penalty = 1.3f;
+  options.token_choices[0].history_begin = 0;
+  options.token_choices[0].history_count = 3;
+  options.token_choices[2].history_begin = 2;  // shares entry 2 with row 0
+  options.token_choices[2].history_count = 3;
+  auto shared = h.decoder().Forward(layout, ids, options);
+  EXPECT_EQ(shared.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(shared.status().message())
+                .find("token_choices[2]: history entries from 2 overlap "
+                      "those of token_choices[0]"),
+            std::string::npos)
+      << shared.status();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_TRUE(h.decoder().ResetStateSlot(static_cast<int32_t>(i)).ok());
+  }
+  options.token_choices[2].history_begin = 3;  // entries 3 and 4
+  options.token_choices[2].history_count = 2;
+  EXPECT_TRUE(h.decoder().Forward(layout, ids, options).ok());
 }
 
 TEST(HybridDecoderTest, ChunkedPrefillEqualsOnePrefill) {
