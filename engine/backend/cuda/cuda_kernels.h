@@ -211,7 +211,10 @@ void LaunchFlashAttention(const void* q, int64_t num_heads, int64_t kv_heads,
 
 // The causal depthwise conv + SiLU per sequence over x [T, channels], from
 // and into each sequence's window in window_pool [slots, kernel − 1,
-// channels]; w [channels, kernel]. kernel ≤ kMaxConvKernel.
+// channels]; w [channels, kernel]. kernel ≤ kMaxConvKernel. Steps of more
+// than two tokens a sequence on average (prefill chunks) take a thread per
+// (token, channel) and a second kernel for the windows; others a thread per
+// (sequence, channel) walking its tokens. The sums are the same.
 constexpr int64_t kMaxConvKernel = 16;
 void LaunchCausalConv1dSilu(ConstTyped x, int64_t channels, int64_t kernel,
                             ConstTyped w, Typed window_pool, Typed out,

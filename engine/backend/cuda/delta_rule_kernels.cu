@@ -83,6 +83,66 @@ __global__ void CausalConv1dSiluKernel(ConstTyped x, int64_t channels,
   }
 }
 
+// The same conv with one thread per (token, channel), for steps with
+// prefill chunks: a thread walking a chunk's thousands of tokens in order
+// waits out a load's latency at every token (its store to `out` may alias
+// the next load of x). Here every output is independent: its inputs come
+// from x or, for a sequence's first kernel − 1 tokens, from the window as
+// it was before the step, which ConvWindowUpdateKernel only then replaces.
+// The sum runs in the serial kernel's order. Grid (token, channel block).
+__global__ void CausalConv1dSiluTokensKernel(ConstTyped x, int64_t channels,
+                                             int kernel, ConstTyped w,
+                                             ConstTyped window_pool, Typed out,
+                                             DeviceLayout layout) {
+  const int64_t c = blockIdx.y * int64_t{blockDim.x} + threadIdx.x;
+  if (c >= channels) return;
+  const int64_t token = blockIdx.x;
+  const DeviceSequence seq = layout.sequences[layout.token_sequence[token]];
+  const int history = kernel - 1;
+  const int64_t t = token - seq.token_offset;  // within the sequence's step
+  const int64_t window_base =
+      static_cast<int64_t>(seq.state_slot) * history * channels;
+  float sum = 0.0f;
+  for (int j = 0; j < history; ++j) {
+    const int64_t s = t - history + j;  // the input's step index
+    const float input =
+        s >= 0 ? LoadF32(x.data, x.type, (seq.token_offset + s) * channels + c)
+               : LoadF32(window_pool.data, window_pool.type,
+                         window_base + (history + s) * channels + c);
+    sum += LoadF32(w.data, w.type, c * kernel + j) * input;
+  }
+  const int64_t index = token * channels + c;
+  sum += LoadF32(w.data, w.type, c * kernel + history) *
+         LoadF32(x.data, x.type, index);
+  StoreF32(out.data, out.type, index, SiluF32(sum));
+}
+
+// After CausalConv1dSiluTokensKernel: each sequence's window becomes its
+// last kernel − 1 inputs. Row r takes the input at n − history + r, from x
+// or from the window's row n + r > r: ascending r works in place. Grid
+// (channel block, sequence).
+__global__ void ConvWindowUpdateKernel(ConstTyped x, int64_t channels,
+                                       int kernel, Typed window_pool,
+                                       DeviceLayout layout) {
+  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (c >= channels) return;
+  const DeviceSequence seq = layout.sequences[blockIdx.y];
+  const int64_t n = seq.num_tokens;
+  if (n == 0) return;
+  const int history = kernel - 1;
+  const int64_t window_base =
+      static_cast<int64_t>(seq.state_slot) * history * channels;
+  for (int r = 0; r < history; ++r) {
+    const int64_t s = n - history + r;
+    const float input =
+        s >= 0 ? LoadF32(x.data, x.type, (seq.token_offset + s) * channels + c)
+               : LoadF32(window_pool.data, window_pool.type,
+                         window_base + (history + s) * channels + c);
+    StoreF32(window_pool.data, window_pool.type, window_base + r * channels + c,
+             input);
+  }
+}
+
 // One warp per (sequence, value head, state column m). Lane l holds rows
 // l, l + 32, … of column m of the head's state S [dk, dv] in registers for
 // the whole sequence: the state is read and written once per call. Per
@@ -602,10 +662,24 @@ void LaunchCausalConv1dSilu(ConstTyped x, int64_t channels, int64_t kernel,
                             ConstTyped w, Typed window_pool, Typed out,
                             const DeviceLayout& layout, cudaStream_t stream) {
   if (layout.num_sequences <= 0 || channels <= 0) return;
-  const dim3 grid(static_cast<unsigned>((channels + kConvThreads - 1) / kConvThreads),
-                  static_cast<unsigned>(layout.num_sequences));
-  TRIBUTARY_LAUNCH(CausalConv1dSiluKernel, grid, kConvThreads, stream)(
-      x, channels, static_cast<int>(kernel), w, window_pool, out, layout);
+  const unsigned channel_blocks =
+      static_cast<unsigned>((channels + kConvThreads - 1) / kConvThreads);
+  if (layout.num_tokens <= 2 * int64_t{layout.num_sequences}) {
+    // Decodes (and short chunks): a thread per (sequence, channel) walks
+    // its few tokens with the window in registers, in one launch.
+    const dim3 grid(channel_blocks, static_cast<unsigned>(layout.num_sequences));
+    TRIBUTARY_LAUNCH(CausalConv1dSiluKernel, grid, kConvThreads, stream)(
+        x, channels, static_cast<int>(kernel), w, window_pool, out, layout);
+    return;
+  }
+  const dim3 grid(static_cast<unsigned>(layout.num_tokens), channel_blocks);
+  TRIBUTARY_LAUNCH(CausalConv1dSiluTokensKernel, grid, kConvThreads, stream)(
+      x, channels, static_cast<int>(kernel), w, ConstTyped{window_pool.data, window_pool.type},
+      out, layout);
+  const dim3 window_grid(channel_blocks,
+                         static_cast<unsigned>(layout.num_sequences));
+  TRIBUTARY_LAUNCH(ConvWindowUpdateKernel, window_grid, kConvThreads, stream)(
+      x, channels, static_cast<int>(kernel), window_pool, layout);
 }
 
 void LaunchGatedDeltaRule(ConstTyped q, ConstTyped k, ConstTyped v,
