@@ -486,24 +486,56 @@ __global__ void DeltaChunkPrepareKernel(ConstTyped q, ConstTyped k,
                    : 0.0f;
     }
   }
-  __syncthreads();
-  for (int pair = threadIdx.x; pair < kChunk * kChunk; pair += blockDim.x) {
-    const int i = pair / kChunk, jj = pair % kChunk;
+  // The pairs (i, jj ≤ i): k̂_i · k̂_jj and q̂_i · k̂_jj, each a sum over d
+  // ascending. Thread x takes pairs x + 256·r: column jj = x % 64 and rows
+  // x / 64 + 4r. The chunk's k̂ and q̂ rows pass through shared memory 32
+  // dims at a time, read in rows by consecutive threads: a thread reading
+  // its own row of global memory per d made each warp load touch 32 rows
+  // 4 KB apart. The sums keep their order, so the bits are unchanged.
+  static_assert(kChunkThreads % kChunk == 0 &&
+                (kChunk * kChunk) % kChunkThreads == 0);
+  constexpr int kPairsPerThread = kChunk * kChunk / kChunkThreads;
+  constexpr int kRowStep = kChunkThreads / kChunk;
+  constexpr int kSlice = 32;
+  __shared__ float k_slice[kChunk][kSlice + 1];  // +1: columns on distinct banks
+  __shared__ float q_slice[kChunk][kSlice + 1];
+  const int jj = threadIdx.x % kChunk;
+  const int i0 = threadIdx.x / kChunk;
+  float kk[kPairsPerThread], qk[kPairsPerThread];
+#pragma unroll
+  for (int r = 0; r < kPairsPerThread; ++r) kk[r] = qk[r] = 0.0f;
+  for (int64_t d0 = 0; d0 < key_dim; d0 += kSlice) {
+    const int width = key_dim - d0 < kSlice ? static_cast<int>(key_dim - d0) : kSlice;
+    __syncthreads();  // the previous slice is read
+    for (int e = threadIdx.x; e < kChunk * kSlice; e += blockDim.x) {
+      const int row = e / kSlice, dd = e % kSlice;
+      const bool there = row < n && dd < width;
+      k_slice[row][dd] = there ? LoadF32(k.data, k.type, key_at(row) + d0 + dd) : 0.0f;
+      q_slice[row][dd] = there ? LoadF32(q.data, q.type, key_at(row) + d0 + dd) : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < kPairsPerThread; ++r) {
+      const int i = i0 + r * kRowStep;
+      if (i >= n || jj > i) continue;
+      for (int dd = 0; dd < width; ++dd) {
+        const float key_j = k_slice[jj][dd];
+        kk[r] += k_slice[i][dd] * key_j;
+        qk[r] += q_slice[i][dd] * key_j;
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kPairsPerThread; ++r) {
+    const int i = i0 + r * kRowStep;
     float a_value = 0.0f, p_value = 0.0f;
     if (i < n && jj <= i) {
-      float kk = 0.0f, qk = 0.0f;
-      const int64_t ki = key_at(i), kj = key_at(jj);
-      for (int64_t d = 0; d < key_dim; ++d) {
-        const float key_j = LoadF32(k.data, k.type, kj + d);
-        kk += LoadF32(k.data, k.type, ki + d) * key_j;
-        qk += LoadF32(q.data, q.type, ki + d) * key_j;
-      }
       const float decay = expf(cumulative[i] - cumulative[jj]);
-      if (jj < i) a_value = b[i] * kk * decay;
-      p_value = qk * decay;
+      if (jj < i) a_value = b[i] * kk[r] * decay;
+      p_value = qk[r] * decay;
     }
     a[i][jj] = a_value;
-    p[pair] = p_value;
+    p[i * kChunk + jj] = p_value;
   }
   if (threadIdx.x < kChunk) ws.decay[slot * kChunk + threadIdx.x] = cumulative[threadIdx.x];
   __syncthreads();
