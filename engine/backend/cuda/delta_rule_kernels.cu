@@ -90,6 +90,19 @@ __global__ void CausalConv1dSiluKernel(ConstTyped x, int64_t channels,
 // from x or, for a sequence's first kernel − 1 tokens, from the window as
 // it was before the step, which ConvWindowUpdateKernel only then replaces.
 // The sum runs in the serial kernel's order. Grid (token, channel block).
+// The conv's input at step index s of sequence `seq` in channel c: x's row
+// for s ≥ 0, else the window's row history + s (from before the step).
+__device__ __forceinline__ float ConvStepInput(ConstTyped x,
+                                               ConstTyped window_pool,
+                                               const DeviceSequence& seq,
+                                               int64_t window_base, int history,
+                                               int64_t channels, int64_t c,
+                                               int64_t s) {
+  return s >= 0 ? LoadF32(x.data, x.type, (seq.token_offset + s) * channels + c)
+                : LoadF32(window_pool.data, window_pool.type,
+                          window_base + (history + s) * channels + c);
+}
+
 __global__ void CausalConv1dSiluTokensKernel(ConstTyped x, int64_t channels,
                                              int kernel, ConstTyped w,
                                              ConstTyped window_pool, Typed out,
@@ -104,11 +117,8 @@ __global__ void CausalConv1dSiluTokensKernel(ConstTyped x, int64_t channels,
       static_cast<int64_t>(seq.state_slot) * history * channels;
   float sum = 0.0f;
   for (int j = 0; j < history; ++j) {
-    const int64_t s = t - history + j;  // the input's step index
-    const float input =
-        s >= 0 ? LoadF32(x.data, x.type, (seq.token_offset + s) * channels + c)
-               : LoadF32(window_pool.data, window_pool.type,
-                         window_base + (history + s) * channels + c);
+    const float input = ConvStepInput(x, window_pool, seq, window_base, history,
+                                      channels, c, t - history + j);
     sum += LoadF32(w.data, w.type, c * kernel + j) * input;
   }
   const int64_t index = token * channels + c;
@@ -132,12 +142,10 @@ __global__ void ConvWindowUpdateKernel(ConstTyped x, int64_t channels,
   const int history = kernel - 1;
   const int64_t window_base =
       static_cast<int64_t>(seq.state_slot) * history * channels;
+  const ConstTyped window{window_pool.data, window_pool.type};
   for (int r = 0; r < history; ++r) {
-    const int64_t s = n - history + r;
-    const float input =
-        s >= 0 ? LoadF32(x.data, x.type, (seq.token_offset + s) * channels + c)
-               : LoadF32(window_pool.data, window_pool.type,
-                         window_base + (history + s) * channels + c);
+    const float input = ConvStepInput(x, window, seq, window_base, history,
+                                      channels, c, n - history + r);
     StoreF32(window_pool.data, window_pool.type, window_base + r * channels + c,
              input);
   }
