@@ -45,6 +45,25 @@ tributary_emulation_switch:
 #define TRIBUTARY_EMULATION_FAST_SWITCH 0
 #endif
 
+// Under AddressSanitizer the switches tell it which stack runs
+// (__sanitizer_start/finish_switch_fiber), so that the kernels' device
+// memory, which is host memory, is checked as any other (x86-64's switch
+// only: the sanitizer build runs the emulated tests there).
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TRIBUTARY_EMULATION_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(TRIBUTARY_EMULATION_ASAN)
+#define TRIBUTARY_EMULATION_ASAN 1
+#endif
+#if !defined(TRIBUTARY_EMULATION_ASAN)
+#define TRIBUTARY_EMULATION_ASAN 0
+#endif
+#if TRIBUTARY_EMULATION_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 // The runtime's error state (defined below, with the runtime API).
 cudaError_t ContextError();
 void SetLastError(cudaError_t error);
@@ -93,6 +112,8 @@ struct Fiber {
   int warp = 0;
   int lane = 0;
   bool done = false;
+  void* stack_bottom = nullptr;  // its stack [bottom, bottom + kFiberStackBytes)
+  void* asan_fake_stack = nullptr;  // AddressSanitizer's, while switched out
   Group* waiting_on = nullptr;  // the barrier it waits at, if any
   uint64_t waiting_generation = 0;
 };
@@ -103,6 +124,9 @@ struct BlockRun {
   std::vector<Fiber> fibers;
 #if TRIBUTARY_EMULATION_FAST_SWITCH
   void* scheduler_sp = nullptr;
+  // The scheduler's (the host thread's) stack, as AddressSanitizer gives it.
+  const void* scheduler_stack_bottom = nullptr;
+  size_t scheduler_stack_bytes = 0;
 #else
   ucontext_t scheduler;
 #endif
@@ -118,10 +142,28 @@ thread_local BlockRun* running = nullptr;
 
 // From the running fiber back to the scheduler, and from the scheduler into
 // fiber i.
+// Entering or re-entering fiber f's stack (AddressSanitizer's half).
+void EnteredFiber(BlockRun& b, Fiber& f) {
+#if TRIBUTARY_EMULATION_ASAN && TRIBUTARY_EMULATION_FAST_SWITCH
+  __sanitizer_finish_switch_fiber(f.asan_fake_stack, &b.scheduler_stack_bottom,
+                                  &b.scheduler_stack_bytes);
+#else
+  (void)b;
+  (void)f;
+#endif
+}
+
 void ToScheduler(BlockRun& b) {
   Fiber& f = b.fibers[b.current];
 #if TRIBUTARY_EMULATION_FAST_SWITCH
+#if TRIBUTARY_EMULATION_ASAN
+  // A finished fiber's fake stack is released (it is never resumed).
+  __sanitizer_start_switch_fiber(f.done ? nullptr : &f.asan_fake_stack,
+                                 b.scheduler_stack_bottom,
+                                 b.scheduler_stack_bytes);
+#endif
   tributary_emulation_switch(&f.sp, b.scheduler_sp);
+  EnteredFiber(b, f);
 #else
   swapcontext(&f.context, &b.scheduler);
 #endif
@@ -129,7 +171,15 @@ void ToScheduler(BlockRun& b) {
 
 void ToFiber(BlockRun& b, int i) {
 #if TRIBUTARY_EMULATION_FAST_SWITCH
+#if TRIBUTARY_EMULATION_ASAN
+  void* scheduler_fake_stack = nullptr;
+  __sanitizer_start_switch_fiber(&scheduler_fake_stack, b.fibers[i].stack_bottom,
+                                 kFiberStackBytes);
+#endif
   tributary_emulation_switch(&b.scheduler_sp, b.fibers[i].sp);
+#if TRIBUTARY_EMULATION_ASAN
+  __sanitizer_finish_switch_fiber(scheduler_fake_stack, nullptr, nullptr);
+#endif
 #else
   swapcontext(&b.scheduler, &b.fibers[i].context);
 #endif
@@ -151,6 +201,7 @@ void Wait(Group& group) {
 
 void FiberMain() {
   BlockRun& b = *running;
+  EnteredFiber(b, b.fibers[b.current]);
   (*b.body)();
   Fiber& f = b.fibers[b.current];
   f.done = true;
@@ -186,6 +237,7 @@ void RunBlock(BlockRun& b, int num_threads) {
     f.thread.z = static_cast<unsigned>(i) / (block_dim.x * block_dim.y);
     f.warp = i / kWarp;
     f.lane = i % kWarp;
+    f.stack_bottom = stacks[i].get();
     ++b.warps[f.warp].live;
 #if TRIBUTARY_EMULATION_FAST_SWITCH
     // A stack that the switch's six pops and its `ret` enter FiberMain
