@@ -29,6 +29,10 @@ constexpr int64_t kRowsPerUnit = 16;
 // Below this many multiply-adds a call stays on the calling thread: waking a
 // worker costs more than the work.
 constexpr int64_t kMinParallelMacs = int64_t{1} << 18;
+// From this many tokens a product is compute-bound and each thread takes one
+// contiguous share (the pool's smaller chunks cut its tiles short); below,
+// it streams its weights and the pool's claimed chunks balance the threads.
+constexpr int64_t kTokensForWholeShares = 8;
 
 const MatMulKernels& KernelsFor(MatMulIsa isa) {
   switch (isa) {
@@ -370,7 +374,9 @@ void RunProducts(MatMulIsa isa, const float* x, int64_t num_tokens,
         run_units(static_cast<float*>(pool->WorkerScratch(worker, scratch_bytes)),
                   begin, end);
       },
-      macs < kMinParallelMacs ? 1 : ThreadPool::kNoLimit);
+      macs < kMinParallelMacs ? 1
+      : num_tokens >= kTokensForWholeShares ? pool->num_threads()
+                                            : ThreadPool::kNoLimit);
 }
 
 }  // namespace
