@@ -83,17 +83,9 @@ __global__ void CausalConv1dSiluKernel(ConstTyped x, int64_t channels,
   }
 }
 
-// The same conv with one thread per (token, channel), for steps with
-// prefill chunks: a thread walking a chunk's thousands of tokens in order
-// waits out a load's latency at every token (its store to `out` may alias
-// the next load of x). Here every output is independent: its inputs come
-// from x or, for a sequence's first kernel − 1 tokens, from the window as
-// it was before the step, which ConvWindowUpdateKernel only then replaces.
-// The sum runs in the serial kernel's order. Grid (token, channel block).
 // The conv's input at step index s of sequence `seq` in channel c: x's row
 // for s ≥ 0, else the window's row history + s (from before the step).
-__device__ __forceinline__ float ConvStepInput(ConstTyped x,
-                                               ConstTyped window_pool,
+__device__ __forceinline__ float ConvStepInput(ConstTyped x, Typed window_pool,
                                                const DeviceSequence& seq,
                                                int64_t window_base, int history,
                                                int64_t channels, int64_t c,
@@ -103,9 +95,17 @@ __device__ __forceinline__ float ConvStepInput(ConstTyped x,
                           window_base + (history + s) * channels + c);
 }
 
+// The same conv with one thread per (token, channel), for steps with
+// prefill chunks: a thread walking a chunk's thousands of tokens in order
+// waits out a load's latency at every token (its store to `out` may alias
+// the next load of x). Here every output is independent: its inputs come
+// from x or, for a sequence's first kernel − 1 tokens, from the window as
+// it was before the step (only read here), which ConvWindowUpdateKernel
+// then replaces. The sum runs in the serial kernel's order. Grid (token,
+// channel block).
 __global__ void CausalConv1dSiluTokensKernel(ConstTyped x, int64_t channels,
                                              int kernel, ConstTyped w,
-                                             ConstTyped window_pool, Typed out,
+                                             Typed window_pool, Typed out,
                                              DeviceLayout layout) {
   const int64_t c = blockIdx.y * int64_t{blockDim.x} + threadIdx.x;
   if (c >= channels) return;
@@ -142,9 +142,8 @@ __global__ void ConvWindowUpdateKernel(ConstTyped x, int64_t channels,
   const int history = kernel - 1;
   const int64_t window_base =
       static_cast<int64_t>(seq.state_slot) * history * channels;
-  const ConstTyped window{window_pool.data, window_pool.type};
   for (int r = 0; r < history; ++r) {
-    const float input = ConvStepInput(x, window, seq, window_base, history,
+    const float input = ConvStepInput(x, window_pool, seq, window_base, history,
                                       channels, c, n - history + r);
     StoreF32(window_pool.data, window_pool.type, window_base + r * channels + c,
              input);
@@ -714,8 +713,7 @@ void LaunchCausalConv1dSilu(ConstTyped x, int64_t channels, int64_t kernel,
   }
   const dim3 grid(static_cast<unsigned>(layout.num_tokens), channel_blocks);
   TRIBUTARY_LAUNCH(CausalConv1dSiluTokensKernel, grid, kConvThreads, stream)(
-      x, channels, static_cast<int>(kernel), w, ConstTyped{window_pool.data, window_pool.type},
-      out, layout);
+      x, channels, static_cast<int>(kernel), w, window_pool, out, layout);
   const dim3 window_grid(channel_blocks,
                          static_cast<unsigned>(layout.num_sequences));
   TRIBUTARY_LAUNCH(ConvWindowUpdateKernel, window_grid, kConvThreads, stream)(

@@ -140,8 +140,6 @@ struct BlockRun {
 
 thread_local BlockRun* running = nullptr;
 
-// From the running fiber back to the scheduler, and from the scheduler into
-// fiber i.
 // Entering or re-entering fiber f's stack (AddressSanitizer's half).
 void EnteredFiber(BlockRun& b, Fiber& f) {
 #if TRIBUTARY_EMULATION_ASAN && TRIBUTARY_EMULATION_FAST_SWITCH
@@ -153,6 +151,8 @@ void EnteredFiber(BlockRun& b, Fiber& f) {
 #endif
 }
 
+// From the running fiber back to the scheduler, and from the scheduler into
+// fiber i.
 void ToScheduler(BlockRun& b) {
   Fiber& f = b.fibers[b.current];
 #if TRIBUTARY_EMULATION_FAST_SWITCH
