@@ -267,7 +267,7 @@ __global__ void SplitAttentionKernel(ConstTyped q, int64_t num_heads,
                                      int64_t kv_heads, int64_t head_dim,
                                      ConstTyped k_pool, ConstTyped v_pool,
                                      int64_t block_size, float scale,
-                                     int64_t run_keys, int64_t max_runs,
+                                     int64_t min_run_keys, int64_t max_runs,
                                      Typed out, float* partial_stats,
                                      float* partial_out, bool skip_flash,
                                      DeviceLayout layout) {
@@ -287,6 +287,7 @@ __global__ void SplitAttentionKernel(ConstTyped q, int64_t num_heads,
                                  : kSplitGroupHeads;
   const DeviceSequence& seq = layout.sequences[layout.token_sequence[t]];
   const int64_t num_keys = int64_t{layout.token_position[t]} + 1;
+  const int64_t run_keys = SplitRunKeys(num_keys, min_run_keys, max_runs);
   const int64_t run = blockIdx.z;
   const int64_t key_begin = run * run_keys;
   if (key_begin >= num_keys) return;  // the whole block: this token is shorter
@@ -382,13 +383,14 @@ __global__ void SplitAttentionKernel(ConstTyped q, int64_t num_heads,
 // the online softmax would have: every run's output and denominator scaled
 // by e^(its max − the overall max).
 __global__ void MergeAttentionRunsKernel(int64_t num_heads, int64_t head_dim,
-                                         int64_t run_keys, int64_t max_runs,
+                                         int64_t min_run_keys, int64_t max_runs,
                                          const float* partial_stats,
                                          const float* partial_out, Typed out,
                                          bool skip_flash, DeviceLayout layout) {
   const int64_t rank = blockIdx.x, head = blockIdx.y;
   const int64_t t = skip_flash ? layout.split_tokens[rank] : rank;
   const int64_t num_keys = int64_t{layout.token_position[t]} + 1;
+  const int64_t run_keys = SplitRunKeys(num_keys, min_run_keys, max_runs);
   const int64_t runs = (num_keys + run_keys - 1) / run_keys;
   if (runs <= 1) return;  // written by the split kernel
   const int64_t first = (rank * num_heads + head) * max_runs;
@@ -467,7 +469,7 @@ void LaunchPagedAttention(ConstTyped q, int64_t num_tokens, int64_t num_heads,
 void LaunchSplitAttention(ConstTyped q, int64_t num_rows, int64_t num_heads,
                           int64_t kv_heads, int64_t head_dim, ConstTyped k_pool,
                           ConstTyped v_pool, int64_t block_size, float scale,
-                          int64_t run_keys, int64_t max_runs,
+                          int64_t min_run_keys, int64_t max_runs,
                           float* partial_stats, float* partial_out, Typed out,
                           bool skip_flash, const DeviceLayout& layout,
                           cudaStream_t stream) {
@@ -479,14 +481,20 @@ void LaunchSplitAttention(ConstTyped q, int64_t num_rows, int64_t num_heads,
                   static_cast<unsigned>(max_runs));
   TRIBUTARY_LAUNCH(SplitAttentionKernel, grid, kSplitWarps * kWarpSize, stream)(
       q, num_heads, kv_heads, head_dim, k_pool, v_pool, block_size, scale,
-      run_keys, max_runs, out, partial_stats, partial_out, skip_flash, layout);
-  if (max_runs > 1) {
-    const dim3 merge_grid(static_cast<unsigned>(num_rows),
-                          static_cast<unsigned>(num_heads));
-    TRIBUTARY_LAUNCH(MergeAttentionRunsKernel, merge_grid, 128, stream)(
-        num_heads, head_dim, run_keys, max_runs, partial_stats, partial_out,
-        out, skip_flash, layout);
-  }
+      min_run_keys, max_runs, out, partial_stats, partial_out, skip_flash, layout);
+}
+
+void LaunchMergeAttentionRuns(int64_t num_rows, int64_t num_heads,
+                              int64_t head_dim, int64_t min_run_keys,
+                              int64_t max_runs, const float* partial_stats,
+                              const float* partial_out, Typed out,
+                              bool skip_flash, const DeviceLayout& layout,
+                              cudaStream_t stream) {
+  if (num_rows <= 0 || num_heads <= 0 || max_runs <= 1) return;
+  const dim3 grid(static_cast<unsigned>(num_rows), static_cast<unsigned>(num_heads));
+  TRIBUTARY_LAUNCH(MergeAttentionRunsKernel, grid, 128, stream)(
+      num_heads, head_dim, min_run_keys, max_runs, partial_stats, partial_out,
+      out, skip_flash, layout);
 }
 
 }  // namespace cuda

@@ -1118,15 +1118,19 @@ void CudaBackend::PagedAttention(const Tensor& q, const Tensor& k_pool,
     return;
   }
   if (tokens == 0) return;
-  // Sequences of kFlashMinTokens new tokens or more go to the flash kernel
-  // when it takes the shapes and types; the split kernel does the rest.
-  const bool flash = activation_type() == ElementType::kBF16 &&
-                     q.type == ElementType::kBF16 &&
-                     k_pool.type == ElementType::kBF16 &&
-                     v_pool.type == ElementType::kBF16 &&
-                     out.type == ElementType::kBF16 && head_dim % 16 == 0 &&
-                     head_dim <= cuda::kFlashMaxHeadDim &&
-                     layout_->view.num_flash_tiles > 0;
+  // The tensor-core kernels take bf16 throughout and heads of a multiple of
+  // 16 dims up to kFlashMaxHeadDim (f32 activations, which check the maths
+  // without bf16 rounding, and other heads take the CUDA-core split kernel).
+  // Sequences of kFlashMinTokens new tokens or more go to the flash kernel;
+  // the split kernel does the rest.
+  const bool tensor_cores = activation_type() == ElementType::kBF16 &&
+                            q.type == ElementType::kBF16 &&
+                            k_pool.type == ElementType::kBF16 &&
+                            v_pool.type == ElementType::kBF16 &&
+                            out.type == ElementType::kBF16 &&
+                            head_dim % 16 == 0 &&
+                            head_dim <= cuda::kFlashMaxHeadDim;
+  const bool flash = tensor_cores && layout_->view.num_flash_tiles > 0;
   if (flash) {
     cuda::LaunchFlashAttention(q.data, heads, kv_heads, head_dim, k_pool.data,
                                v_pool.data, k_pool.shape[1], scale, out.data,
@@ -1136,26 +1140,32 @@ void CudaBackend::PagedAttention(const Tensor& q, const Tensor& k_pool,
   const int64_t split_tokens = flash ? tokens_without_flash_ : tokens;
   const int64_t max_keys = flash ? max_keys_without_flash_ : max_keys_;
   if (split_tokens == 0) return;
-  // Runs of keys: enough blocks for two per multiprocessor (a decode step of
-  // few sequences has few (token, KV head) pairs), but runs of at least 64
-  // keys, so that the merge stays small against the run's own work. Chosen
-  // for the context rounded up to a power of two, so that the launches of a
-  // decode step change only when the context doubles and its graph stays
-  // valid meanwhile (the blocks of runs past a token's keys return at once).
+  // Runs of keys: enough blocks to fill the multiprocessors (a decode step
+  // of few sequences has few (row, KV head) pairs; the tensor-core form's
+  // blocks are 2 warps, 4 a multiprocessor, the other's 4 warps, 2), but
+  // runs of at least 64 keys, so that the merge stays small against the
+  // run's own work. The run count is chosen for the context rounded up to
+  // a power of two, so that the launches of a decode step change only when
+  // the context doubles and its graph stays valid meanwhile (the blocks of
+  // runs past a row's keys return at once); each row cuts its own keys into
+  // that many runs of equal length (SplitRunKeys).
   int64_t keys_bucket = 64;
   while (keys_bucket < max_keys) keys_bucket *= 2;
-  int64_t run_keys = options_.attention_run_keys;
-  if (run_keys == 0) {
-    const int64_t pairs =
-        split_tokens * kv_heads *
-        ((heads / kv_heads + cuda::kSplitAttentionHeadsPerBlock - 1) /
-         cuda::kSplitAttentionHeadsPerBlock);
-    const int64_t runs_wanted =
-        std::max<int64_t>(1, (2 * multiprocessors_ + pairs - 1) / pairs);
-    run_keys = std::max<int64_t>(64, (keys_bucket + runs_wanted - 1) / runs_wanted);
+  int64_t min_run_keys = options_.attention_run_keys;
+  int64_t max_runs = 1;
+  if (min_run_keys > 0) {
+    max_runs = (std::max(keys_bucket, max_keys) + min_run_keys - 1) / min_run_keys;
+  } else {
+    min_run_keys = 64;
+    const int64_t heads_per_block = tensor_cores ? cuda::kSplitAttentionMmaHeadsPerBlock
+                                        : cuda::kSplitAttentionHeadsPerBlock;
+    const int64_t pairs = split_tokens * kv_heads *
+                          ((heads / kv_heads + heads_per_block - 1) / heads_per_block);
+    const int64_t blocks_wanted = (tensor_cores ? 4 : 2) * multiprocessors_;
+    const int64_t runs_wanted = (blocks_wanted + pairs - 1) / pairs;
+    max_runs = std::min(runs_wanted, (keys_bucket + min_run_keys - 1) / min_run_keys);
   }
-  const int64_t max_runs =
-      std::max<int64_t>(1, (std::max(keys_bucket, max_keys) + run_keys - 1) / run_keys);
+  max_runs = std::max<int64_t>(1, max_runs);
   if (!Require(max_runs <= 65535, "PagedAttention: more than 65535 runs of keys")) {
     return;
   }
@@ -1173,10 +1183,22 @@ void CudaBackend::PagedAttention(const Tensor& q, const Tensor& k_pool,
     partial_stats = partials;
     partial_out = partials + 2 * slots;
   }
-  cuda::LaunchSplitAttention(In(q), split_tokens, heads, kv_heads, head_dim,
-                             In(k_pool), In(v_pool), k_pool.shape[1], scale,
-                             run_keys, max_runs, partial_stats, partial_out,
-                             Out(out), flash, layout_->view, stream_);
+  if (tensor_cores) {
+    cuda::LaunchSplitAttentionMma(q.data, split_tokens, heads, kv_heads, head_dim,
+                                  k_pool.data, v_pool.data, k_pool.shape[1],
+                                  scale, min_run_keys, max_runs, partial_stats,
+                                  partial_out, out.data, flash, layout_->view,
+                                  stream_);
+  } else {
+    cuda::LaunchSplitAttention(In(q), split_tokens, heads, kv_heads, head_dim,
+                               In(k_pool), In(v_pool), k_pool.shape[1], scale,
+                               min_run_keys, max_runs, partial_stats,
+                               partial_out, Out(out), flash, layout_->view,
+                               stream_);
+  }
+  cuda::LaunchMergeAttentionRuns(split_tokens, heads, head_dim, min_run_keys,
+                                 max_runs, partial_stats, partial_out, Out(out),
+                                 flash, layout_->view, stream_);
   CheckLaunch("PagedAttention");
 }
 

@@ -178,21 +178,47 @@ void LaunchPagedAttention(ConstTyped q, int64_t num_tokens, int64_t num_heads,
 // query heads of one KV head. Its rows, num_rows of them, are every token
 // of the step, or with skip_flash the layout's split_tokens (the tokens of
 // sequences with `flash` unset; the flash kernel takes the others). A row's
-// keys 0 … position are cut into runs of run_keys; a row with more than one
-// run leaves each run's partial softmax in partial_stats [R, heads,
-// max_runs, 2] (max, denominator) and partial_out [R, heads, max_runs,
-// head_dim] (f32, unnormalised), merged into `out` by a second kernel.
-// max_runs ≥ every row's run count; the partial buffers may be null when
-// max_runs is 1.
+// keys 0 … position are cut into runs of equal length, at most max_runs of
+// them and none shorter than min_run_keys (SplitRunKeys in
+// device_common.cuh). A row with more than one run leaves each run's
+// partial softmax in partial_stats [R, heads, max_runs, 2] (max,
+// denominator) and partial_out [R, heads, max_runs, head_dim] (f32,
+// unnormalised), for LaunchMergeAttentionRuns to combine into `out`. The
+// partial buffers may be null when max_runs is 1.
 constexpr int64_t kSplitAttentionMaxHeadDim = 256;
 constexpr int64_t kSplitAttentionHeadsPerBlock = 8;
 void LaunchSplitAttention(ConstTyped q, int64_t num_rows, int64_t num_heads,
                           int64_t kv_heads, int64_t head_dim, ConstTyped k_pool,
                           ConstTyped v_pool, int64_t block_size, float scale,
-                          int64_t run_keys, int64_t max_runs,
+                          int64_t min_run_keys, int64_t max_runs,
                           float* partial_stats, float* partial_out, Typed out,
                           bool skip_flash, const DeviceLayout& layout,
                           cudaStream_t stream);
+
+// The same split attention on the tensor cores
+// (split_attention_mma_kernels.cu): bf16 q, pools and out, head_dim a
+// multiple of 16 up to kFlashMaxHeadDim; a block serves up to
+// kSplitAttentionMmaHeadsPerBlock query heads of one KV head. Same rows,
+// runs and partials as LaunchSplitAttention.
+constexpr int64_t kSplitAttentionMmaHeadsPerBlock = 16;
+void LaunchSplitAttentionMma(const void* q, int64_t num_rows, int64_t num_heads,
+                             int64_t kv_heads, int64_t head_dim,
+                             const void* k_pool, const void* v_pool,
+                             int64_t block_size, float scale,
+                             int64_t min_run_keys, int64_t max_runs,
+                             float* partial_stats, float* partial_out, void* out,
+                             bool skip_flash, const DeviceLayout& layout,
+                             cudaStream_t stream);
+
+// Combines the runs of every row with more than one (either split form's
+// partials) into `out`, as the online softmax would have; rows of one run
+// were written by the split kernel. Nothing when max_runs is 1.
+void LaunchMergeAttentionRuns(int64_t num_rows, int64_t num_heads,
+                              int64_t head_dim, int64_t min_run_keys,
+                              int64_t max_runs, const float* partial_stats,
+                              const float* partial_out, Typed out,
+                              bool skip_flash, const DeviceLayout& layout,
+                              cudaStream_t stream);
 
 // The flash kernel (flash_attention_kernels.cu): causal attention of the
 // sequences with `flash` set, from layout.flash_tiles (kFlashRows query

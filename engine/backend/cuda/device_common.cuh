@@ -290,6 +290,37 @@ __device__ __forceinline__ void Copy16Bytes(void* dst, const void* src) {
 #endif
 }
 
+// Starts a copy of 16 bytes from global to shared memory, both 16-byte
+// aligned, that bypasses the registers (cp.async, sm_80 on): a warp can have
+// a whole tile in flight. WaitAsyncCopies() waits for this thread's copies;
+// other threads see them after a barrier. The emulation copies at once.
+__device__ __forceinline__ void CopyAsync16Bytes(void* shared_dst, const void* global_src) {
+#if defined(TRIBUTARY_CUDA_EMULATION)
+  Copy16Bytes(shared_dst, global_src);
+#else
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(shared_dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(global_src)
+               : "memory");
+#endif
+}
+
+__device__ __forceinline__ void WaitAsyncCopies() {
+#if !defined(TRIBUTARY_CUDA_EMULATION)
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
+// Keys per run of the split attention for a row of num_keys keys: the
+// row's keys cut into at most max_runs runs of equal length (so that a
+// context just past a power of two does not leave one run of all keys and
+// one of a single key), but none shorter than min_run_keys. A row has at
+// most max_runs runs either way.
+__device__ __forceinline__ int64_t SplitRunKeys(int64_t num_keys, int64_t min_run_keys,
+                                                int64_t max_runs) {
+  const int64_t even = (num_keys + max_runs - 1) / max_runs;
+  return even > min_run_keys ? even : min_run_keys;
+}
+
 // The pool row of position p of a sequence (row = block · block_size +
 // p mod block_size).
 __device__ __forceinline__ int64_t CacheRow(const DeviceLayout& layout,

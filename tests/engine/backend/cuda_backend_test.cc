@@ -1069,13 +1069,16 @@ TEST_P(CudaKernelFormTest, WriteKvThenPagedAttention) {
 
 // Decode steps over a long context (the split attention's case: few tokens,
 // many keys, every run's partial merged): contexts of 1000, 17 and 1 keys
-// (one long, one of a few runs, a first token), at the 27B's heads (24
-// query heads on 4 KV heads of 256: groups of 6), at 12 query heads per
-// KV head (two blocks of one KV head's group), and at a head of 240 (eight
-// dims a lane, the last lanes' share partly past the head).
+// (one long, one of a few runs, a first token). The tensor-core form: the
+// 27B's heads (24 query heads on 4 KV heads of 256: groups of 6), 20 query
+// heads per KV head (two blocks of one KV head's group, the second with 12
+// zero rows), a head of 240 (15 k-steps). The CUDA-core form (heads not a
+// multiple of 16): a head of 232 (eight dims a lane, the last lanes' share
+// partly past the head) and of 40 (two dims a lane, element loads).
 TEST_P(CudaKernelFormTest, DecodeAttentionOverALongContext) {
-  for (const AttentionDims& d : {AttentionDims{24, 4, 256}, AttentionDims{12, 1, 64},
-                                 AttentionDims{8, 2, 240}}) {
+  for (const AttentionDims& d : {AttentionDims{24, 4, 256}, AttentionDims{20, 1, 64},
+                                 AttentionDims{8, 2, 240}, AttentionDims{8, 2, 232},
+                                 AttentionDims{8, 2, 40}}) {
     SCOPED_TRACE(d.heads);
     AttentionAgainstTheCpu(d, {1, 1, 1}, {999, 16, 0}, 63);
   }

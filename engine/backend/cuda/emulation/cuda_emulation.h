@@ -121,6 +121,11 @@ inline unsigned __float_as_uint(float x) {
   std::memcpy(&bits, &x, sizeof(bits));
   return bits;
 }
+inline float __uint_as_float(unsigned bits) {
+  float x;
+  std::memcpy(&x, &bits, sizeof(x));
+  return x;
+}
 using std::isfinite;
 
 struct __nv_bfloat16 {
