@@ -950,63 +950,68 @@ TEST_P(CudaKernelFormTest, GatedDeltaRuleOverSeveralChunks) {
 // output can be a small difference of large terms (q̂ · k̂ of nearly
 // orthogonal keys).
 TEST_P(CudaKernelFormTest, GatedDeltaNetFromTheConvOutput) {
-  const int64_t hk = 2, hv = 6, dk = 128, dv = 64, slots = 4;
-  const int64_t conv_dim = 2 * hk * dk + hv * dv;
-  constexpr double kStateTolPerToken = 2e-3;
-  // Decays e^g in about [0.05, 1), as a trained model's.
-  Pair a_log = Weight(Shape{hv}, 0.0f, 1.5f);
-  Pair dt_bias = Weight(Shape{hv}, -4.0f, -1.0f);
-  auto run = [&](BatchLayout layout, double state_tol) {
-    Pair state = Input(Shape{slots, hv, dk, dv}, -0.3f, 0.3f, kF32);
-    Tensor composed_state = Upload(*gpu_, kF32, state.cpu.shape, state.values);
-    for (int step = 0; step < 3; ++step) {
-      SCOPED_TRACE(step);
-      SetLayout(layout);
-      const int64_t t = layout.num_tokens();
-      Pair conv_out = Input(Shape{t, conv_dim}, -1, 1);
-      Pair a = Input(Shape{t, hv}, -2, 1);
-      Pair b = Input(Shape{t, hv}, -3, 3);
-      Pair out = Output(Shape{t, hv, dv});
-      Pair q = Output(Shape{t, hk, dk}), k = Output(Shape{t, hk, dk});
-      Pair v = Output(Shape{t, hv, dv});
-      Pair g = Output(Shape{t, hv}, kF32), beta = Output(Shape{t, hv}, kF32);
-      const Backend::GdnScratch cpu_scratch{q.cpu, k.cpu, v.cpu, g.cpu, beta.cpu};
-      const Backend::GdnScratch gpu_scratch{q.gpu, k.gpu, v.gpu, g.gpu, beta.gpu};
-      cpu_->GatedDeltaNet(conv_out.cpu, a.cpu, b.cpu, a_log.cpu, dt_bias.cpu,
-                          cpu_scratch, state.cpu, out.cpu);
-      gpu_->GatedDeltaNet(conv_out.gpu, a.gpu, b.gpu, a_log.gpu, dt_bias.gpu,
-                          gpu_scratch, state.gpu, out.gpu);
-      Pair composed_out = Output(Shape{t, hv, dv});
-      gpu_->Backend::GatedDeltaNet(conv_out.gpu, a.gpu, b.gpu, a_log.gpu,
-                                   dt_bias.gpu, gpu_scratch, composed_state,
-                                   composed_out.gpu);
-      ExpectClose(out, hv * dv, 2e-2, "GatedDeltaNet out");
-      ExpectClose(state, dk * dv, state_tol + kStateTolPerToken * step,
-                  "GatedDeltaNet state");
-      EXPECT_EQ(Read(*gpu_, out.gpu), Read(*gpu_, composed_out.gpu));
-      EXPECT_EQ(Read(*gpu_, state.gpu), Read(*gpu_, composed_state));
-      int64_t offset = 0;
-      for (SequenceSlice& s : layout.sequences) {
-        s.first_position += s.num_tokens;
-        s.token_offset = offset++;
-        s.num_tokens = 1;
+  // Key heads of 128 dims (the 27B's; the fused kernel's half tile) and of
+  // 160 (its full tile).
+  for (const int64_t dk : {int64_t{128}, int64_t{160}}) {
+    SCOPED_TRACE(dk);
+    const int64_t hk = 2, hv = 6, dv = 64, slots = 4;
+    const int64_t conv_dim = 2 * hk * dk + hv * dv;
+    constexpr double kStateTolPerToken = 2e-3;
+    // Decays e^g in about [0.05, 1), as a trained model's.
+    Pair a_log = Weight(Shape{hv}, 0.0f, 1.5f);
+    Pair dt_bias = Weight(Shape{hv}, -4.0f, -1.0f);
+    auto run = [&](BatchLayout layout, double state_tol) {
+      Pair state = Input(Shape{slots, hv, dk, dv}, -0.3f, 0.3f, kF32);
+      Tensor composed_state = Upload(*gpu_, kF32, state.cpu.shape, state.values);
+      for (int step = 0; step < 3; ++step) {
+        SCOPED_TRACE(step);
+        SetLayout(layout);
+        const int64_t t = layout.num_tokens();
+        Pair conv_out = Input(Shape{t, conv_dim}, -1, 1);
+        Pair a = Input(Shape{t, hv}, -2, 1);
+        Pair b = Input(Shape{t, hv}, -3, 3);
+        Pair out = Output(Shape{t, hv, dv});
+        Pair q = Output(Shape{t, hk, dk}), k = Output(Shape{t, hk, dk});
+        Pair v = Output(Shape{t, hv, dv});
+        Pair g = Output(Shape{t, hv}, kF32), beta = Output(Shape{t, hv}, kF32);
+        const Backend::GdnScratch cpu_scratch{q.cpu, k.cpu, v.cpu, g.cpu, beta.cpu};
+        const Backend::GdnScratch gpu_scratch{q.gpu, k.gpu, v.gpu, g.gpu, beta.gpu};
+        cpu_->GatedDeltaNet(conv_out.cpu, a.cpu, b.cpu, a_log.cpu, dt_bias.cpu,
+                            cpu_scratch, state.cpu, out.cpu);
+        gpu_->GatedDeltaNet(conv_out.gpu, a.gpu, b.gpu, a_log.gpu, dt_bias.gpu,
+                            gpu_scratch, state.gpu, out.gpu);
+        Pair composed_out = Output(Shape{t, hv, dv});
+        gpu_->Backend::GatedDeltaNet(conv_out.gpu, a.gpu, b.gpu, a_log.gpu,
+                                     dt_bias.gpu, gpu_scratch, composed_state,
+                                     composed_out.gpu);
+        ExpectClose(out, hv * dv, 2e-2, "GatedDeltaNet out");
+        ExpectClose(state, dk * dv, state_tol + kStateTolPerToken * step,
+                    "GatedDeltaNet state");
+        EXPECT_EQ(Read(*gpu_, out.gpu), Read(*gpu_, composed_out.gpu));
+        EXPECT_EQ(Read(*gpu_, state.gpu), Read(*gpu_, composed_state));
+        int64_t offset = 0;
+        for (SequenceSlice& s : layout.sequences) {
+          s.first_position += s.num_tokens;
+          s.token_offset = offset++;
+          s.num_tokens = 1;
+        }
       }
+    };
+    BatchLayout decodes = MixedLayout(4, 32);
+    int64_t offset = 0;
+    for (SequenceSlice& s : decodes.sequences) {
+      s.first_position = 2;  // within the blocks drawn for more positions
+      s.token_offset = offset++;
+      s.num_tokens = 1;
     }
-  };
-  BatchLayout decodes = MixedLayout(4, 32);
-  int64_t offset = 0;
-  for (SequenceSlice& s : decodes.sequences) {
-    s.first_position = 2;  // within the blocks drawn for more positions
-    s.token_offset = offset++;
-    s.num_tokens = 1;
-  }
-  {
-    SCOPED_TRACE("decodes only");
-    run(decodes, 3e-3);
-  }
-  {
-    SCOPED_TRACE("prefills, then decodes");
-    run(MixedLayout(4, 32), 1e-2);
+    {
+      SCOPED_TRACE("decodes only");
+      run(decodes, 3e-3);
+    }
+    {
+      SCOPED_TRACE("prefills, then decodes");
+      run(MixedLayout(4, 32), 1e-2);
+    }
   }
 }
 
