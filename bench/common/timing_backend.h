@@ -122,6 +122,11 @@ class TimingBackend final : public Backend {
   void SwiGlu(const Tensor& g, const Tensor& u, const Tensor& out) override {
     TimeVoid("SwiGlu", [&] { inner_->SwiGlu(g, u, out); });
   }
+  void GateUpSwiGlu(const Tensor& x, const Tensor& w_gate, const Tensor& w_up,
+                    const Tensor& gate, const Tensor& up, const Tensor& out) override {
+    TimeVoid("GateUpSwiGlu",
+             [&] { inner_->GateUpSwiGlu(x, w_gate, w_up, gate, up, out); });
+  }
   void SigmoidGate(const Tensor& o, const Tensor& gate) override {
     TimeVoid("SigmoidGate", [&] { inner_->SigmoidGate(o, gate); });
   }

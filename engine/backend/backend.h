@@ -157,6 +157,16 @@ class Backend {
   // out = silu(gate) ⊙ up (out may alias gate).
   virtual void SwiGlu(const Tensor& gate, const Tensor& up,
                       const Tensor& out) = 0;
+  // The gated FFN's first half: out [T, I] = silu(x · w_gateᵀ) ⊙ (x ·
+  // w_upᵀ), with gate and up [T, I] as scratch (out may alias gate). The
+  // same results as MatMuls then SwiGlu, bit for bit, in one pass where the
+  // backend fuses them.
+  virtual void GateUpSwiGlu(const Tensor& x, const Tensor& w_gate,
+                            const Tensor& w_up, const Tensor& gate,
+                            const Tensor& up, const Tensor& out) {
+    MatMuls(x, {{&w_gate, &gate}, {&w_up, &up}});
+    SwiGlu(gate, up, out);
+  }
   // o ← o ⊙ sigmoid(gate).
   virtual void SigmoidGate(const Tensor& o, const Tensor& gate) = 0;
   // Each row of `dim` values: x ← x · rsqrt(Σx² + 1e-6) · scale.

@@ -718,8 +718,7 @@ void HybridDecoder::RunMlp(const Layer& layer, Step& step) {
   const int64_t t = step.num_tokens;
   Tensor gate = View(step.wide_a, Shape{t, config_->intermediate_size});
   Tensor up = View(step.wide_b, Shape{t, config_->intermediate_size});
-  backend_->MatMuls(step.normed, {{&layer.gate_proj, &gate}, {&layer.up_proj, &up}});
-  backend_->SwiGlu(gate, up, gate);
+  backend_->GateUpSwiGlu(step.normed, layer.gate_proj, layer.up_proj, gate, up, gate);
   backend_->MatMul(gate, layer.down_proj, step.update);
 }
 

@@ -797,6 +797,24 @@ void CudaBackend::SwiGlu(const Tensor& gate, const Tensor& up,
   CheckLaunch("SwiGlu");
 }
 
+void CudaBackend::GateUpSwiGlu(const Tensor& x, const Tensor& w_gate,
+                               const Tensor& w_up, const Tensor& gate,
+                               const Tensor& up, const Tensor& out) {
+  // The few-token kernel's fused form when it takes both products: a warp
+  // per output row sums the gate's and the up's row, so neither product is
+  // stored and the SwiGLU is no launch of its own.
+  const bool fused = TakesGemv(x, w_gate) && TakesGemv(x, w_up) &&
+                     w_gate.shape == w_up.shape && out.rows() == x.rows() &&
+                     out.cols() == w_gate.shape[0] && out.type != ElementType::kI32;
+  if (!fused || !sticky_.ok()) {
+    Backend::GateUpSwiGlu(x, w_gate, w_up, gate, up, out);
+    return;
+  }
+  cuda::LaunchGemvSwiGlu(x.data, x.rows(), x.cols(), w_gate.data, w_up.data,
+                         w_gate.shape[0], Out(out), stream_);
+  CheckLaunch("GateUpSwiGlu (gemv)");
+}
+
 void CudaBackend::SigmoidGate(const Tensor& o, const Tensor& gate) {
   if (!sticky_.ok()) return;
   cuda::LaunchSigmoidGate(Out(o), In(gate), o.num_elements(), stream_);

@@ -163,6 +163,8 @@ class CudaBackend final : public Backend {
                           const Tensor& stats, const Tensor& w, float eps,
                           const Tensor& normed) override;
   void SwiGlu(const Tensor& gate, const Tensor& up, const Tensor& out) override;
+  void GateUpSwiGlu(const Tensor& x, const Tensor& w_gate, const Tensor& w_up,
+                    const Tensor& gate, const Tensor& up, const Tensor& out) override;
   void SigmoidGate(const Tensor& o, const Tensor& gate) override;
   void L2NormRows(const Tensor& x, int64_t dim, float scale) override;
   void GdnGates(const Tensor& a, const Tensor& b, const Tensor& a_log,

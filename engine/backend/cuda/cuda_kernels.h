@@ -132,6 +132,13 @@ struct GemvOutput {
 };
 void LaunchGemv(const void* x, int64_t tokens, int64_t in,
                 const GemvOutput* outputs, int count, cudaStream_t stream);
+// The gated FFN's first half in one launch, same conditions: out [tokens,
+// rows_out] = silu(x · w_gateᵀ) ⊙ (x · w_upᵀ), w_gate and w_up [rows_out,
+// in], each product rounded to out's type first (LaunchGemv's outputs, then
+// LaunchSwiGlu, bit for bit).
+void LaunchGemvSwiGlu(const void* x, int64_t tokens, int64_t in,
+                      const void* w_gate, const void* w_up, int64_t rows_out,
+                      Typed out, cudaStream_t stream);
 
 // --- attention_kernels.cu ----------------------------------------------------
 

@@ -840,6 +840,30 @@ TEST_P(CudaKernelFormTest, GroupedProductsEqualTheSeparateOnes) {
   }
 }
 
+// The gated FFN's first half (GateUpSwiGlu) gives the bits of its
+// composition on the same backend (the products, then SwiGlu), and the
+// CPU's results: 1, 5 and 8 tokens (the few-token kernel's fused form, when
+// the fast kernels are on), 9 and 33 (cuBLAS, then SwiGlu); an odd number
+// of rows (the last block's warps past them); out aliasing gate, as the
+// decoder calls it.
+TEST_P(CudaKernelFormTest, GateUpSwiGluEqualsTheComposition) {
+  const int64_t in = 136, rows = 45;
+  Pair w_gate = Weight(Shape{rows, in}, -0.3f, 0.3f);
+  Pair w_up = Weight(Shape{rows, in}, -0.3f, 0.3f);
+  for (int64_t tokens : {1, 5, 8, 9, 33}) {
+    SCOPED_TRACE(tokens);
+    Pair x = Input(Shape{tokens, in}, -1, 1);
+    Pair gate = Output(Shape{tokens, rows}), up = Output(Shape{tokens, rows});
+    cpu_->GateUpSwiGlu(x.cpu, w_gate.cpu, w_up.cpu, gate.cpu, up.cpu, gate.cpu);
+    gpu_->GateUpSwiGlu(x.gpu, w_gate.gpu, w_up.gpu, gate.gpu, up.gpu, gate.gpu);
+    ExpectClose(gate, rows, 2e-2, "GateUpSwiGlu");
+    Pair composed = Output(Shape{tokens, rows}), composed_up = Output(Shape{tokens, rows});
+    gpu_->Backend::GateUpSwiGlu(x.gpu, w_gate.gpu, w_up.gpu, composed.gpu,
+                                composed_up.gpu, composed.gpu);
+    EXPECT_EQ(Read(*gpu_, gate.gpu), Read(*gpu_, composed.gpu));
+  }
+}
+
 // A decode step's products give each token the same bits whatever the
 // batch (up to the few-token kernel's limit of 8).
 TEST_P(CudaKernelFormTest, FewTokenProductsDoNotDependOnTheBatch) {
