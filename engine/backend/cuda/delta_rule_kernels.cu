@@ -604,21 +604,41 @@ __global__ void DeltaChunkPrepareKernel(ConstTyped q, ConstTyped k,
   }
 }
 
-// Grid (32-column tile, value head, chunked sequence); thread (warp w, lane
-// l) has column m = tile · 32 + l and chunk rows w, w + 8, … . The state
-// tile S [dk, 32] lives in shared memory for all the pass's chunks.
-__global__ void DeltaChunkStateKernel(ConstTyped q, ConstTyped k,
-                                      int64_t key_heads, int64_t value_heads,
-                                      int64_t key_dim, int64_t value_dim,
-                                      float* state_pool, Typed out,
-                                      int64_t first_chunk,
-                                      int64_t chunks_per_pass,
-                                      ChunkWorkspace ws, DeviceLayout layout) {
-  constexpr int kRowsPerThread = kChunk / kTileWarps;
-  const int lane = threadIdx.x % kWarpSize;
-  const int warp = threadIdx.x / kWarpSize;
-  const int64_t m = blockIdx.x * int64_t{kTileColumns} + lane;
-  const bool has_column = m < value_dim;
+// Grid (16-column tile, value head, chunked sequence), kStateThreads
+// threads. The state tile S [dk, 16] lives in shared memory for all the
+// pass's chunks. Per chunk, three products, each by register tiles over
+// operands staged in shared memory 32 dims at a time (a thread's 8 outputs
+// take 2 shared loads per dim, where a global load per multiply-add, as
+// the first form had, left the kernel waiting on loads):
+//   (A) V_new = U − W S           [C, 16]: thread rows 4·rg …, columns 2·cg …
+//   (B) O = e^G ⊙ (Q̂ S) + P V_new [C, 16]: the same outputs
+//   (C) S ← e^{G_last} S + K̃ᵀ V_new [dk, 16], K̃ = K̂ ⊙ e^{G_last − G}:
+//       per 32-dim slice, thread rows 2·rg …, columns 2·cg …
+// Every sum keeps the reference's order (d ascending, then jj ascending;
+// i ascending for the state), as the single-thread column would.
+constexpr int kStateColumns = 16;
+constexpr int kStateThreads = 128;
+constexpr int kStateSlice = 32;                               // dims staged at once
+constexpr int kColumnPairs = kStateColumns / 2;               // threads across columns
+constexpr int kRowGroups = kStateThreads / kColumnPairs;      // 16
+static_assert(kRowGroups * 4 == kChunk, "(A), (B): 4 chunk rows a thread");
+static_assert(kRowGroups * 2 == kStateSlice, "(C): 2 slice dims a thread");
+// Transposed operand slices [dim][row], padded so that a row group's 4 rows
+// stay 16-byte aligned; the K̃ slice [row][dim] is stored in the same place.
+constexpr int kSliceRowStride = kChunk + 4;
+constexpr int kKeySliceStride = kStateSlice + 4;
+constexpr int kSliceFloats = kStateSlice * kSliceRowStride > kChunk * kKeySliceStride
+                                 ? kStateSlice * kSliceRowStride
+                                 : kChunk * kKeySliceStride;
+
+__global__ void __launch_bounds__(kStateThreads)
+DeltaChunkStateKernel(ConstTyped q, ConstTyped k, int64_t key_heads,
+                      int64_t value_heads, int64_t key_dim, int64_t value_dim,
+                      float* state_pool, Typed out, int64_t first_chunk,
+                      int64_t chunks_per_pass, ChunkWorkspace ws,
+                      DeviceLayout layout) {
+  const int tid = threadIdx.x;
+  const int rg = tid / kColumnPairs, cg = tid % kColumnPairs;
   const int64_t j = blockIdx.y;
   const DeviceSequence seq = layout.sequences[layout.chunked_sequences[blockIdx.z]];
   const int64_t kh = j / (value_heads / key_heads);
@@ -626,16 +646,47 @@ __global__ void DeltaChunkStateKernel(ConstTyped q, ConstTyped k,
   const int64_t last =
       first_chunk + chunks_per_pass < chunks ? first_chunk + chunks_per_pass : chunks;
   if (first_chunk >= last) return;  // the whole block
+  const int64_t column0 = blockIdx.x * int64_t{kStateColumns};
+  // This thread's two columns, and whether each is a real one.
+  const int64_t m[2] = {column0 + 2 * cg, column0 + 2 * cg + 1};
+  const bool has[2] = {m[0] < value_dim, m[1] < value_dim};
   float* state =
       state_pool + (static_cast<int64_t>(seq.state_slot) * value_heads + j) *
                        key_dim * value_dim;
-  __shared__ float tile[kMaxDeltaKeyDim][kTileColumns];
-  __shared__ float v_new[kChunk][kTileColumns];
-  __shared__ float e_decay[kChunk];       // e^{G_i}
-  __shared__ float e_to_last[kChunk];     // e^{G_last − G_i}
-  for (int64_t d = warp; d < key_dim; d += kTileWarps) {
-    tile[d][lane] = has_column ? state[d * value_dim + m] : 0.0f;
+  __shared__ float tile[kMaxDeltaKeyDim][kStateColumns];
+  __shared__ float v_new[kChunk][kStateColumns];
+  alignas(16) __shared__ float slice[kSliceFloats];
+  alignas(16) __shared__ float p_t[kChunk][kSliceRowStride];  // Pᵀ [jj][i]
+  __shared__ float e_decay[kChunk];    // e^{G_i}
+  __shared__ float e_to_last[kChunk];  // e^{G_last − G_i}
+  for (int64_t e = tid; e < key_dim * kStateColumns; e += kStateThreads) {
+    const int64_t d = e / kStateColumns, c = e % kStateColumns;
+    tile[d][c] = column0 + c < value_dim ? state[d * value_dim + column0 + c] : 0.0f;
   }
+  // Accumulates `acc` [4 rows][2 columns] += Xᵀ-slice · S over the key
+  // dims, X [C, dk] given by x_at(i, d) (0 for padded rows), staged 32 dims
+  // at a time into `slice` as [dim][row].
+  auto product_with_state = [&](auto x_at, float (&acc)[4][2]) {
+    for (int64_t d0 = 0; d0 < key_dim; d0 += kStateSlice) {
+      const int width = key_dim - d0 < kStateSlice ? static_cast<int>(key_dim - d0)
+                                                   : kStateSlice;
+      __syncthreads();  // the slice's last readers are done
+      for (int e = tid; e < kChunk * kStateSlice; e += kStateThreads) {
+        const int i = e / kStateSlice, dd = e % kStateSlice;
+        slice[dd * kSliceRowStride + i] = dd < width ? x_at(i, d0 + dd) : 0.0f;
+      }
+      __syncthreads();
+      for (int dd = 0; dd < width; ++dd) {
+        const float* x4 = slice + dd * kSliceRowStride + 4 * rg;
+        const float s0 = tile[d0 + dd][2 * cg], s1 = tile[d0 + dd][2 * cg + 1];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          acc[r][0] = __fmaf_rn(x4[r], s0, acc[r][0]);
+          acc[r][1] = __fmaf_rn(x4[r], s1, acc[r][1]);
+        }
+      }
+    }
+  };
   for (int64_t chunk = first_chunk; chunk < last; ++chunk) {
     const int64_t start = chunk * kChunk;
     const int n = seq.num_tokens - start < kChunk
@@ -649,65 +700,108 @@ __global__ void DeltaChunkStateKernel(ConstTyped q, ConstTyped k,
     const float* w = ws.w + slot * kChunk * key_dim;
     const float* p = ws.p + slot * kChunk * kChunk;
     const float* decay = ws.decay + slot * kChunk;
-    if (threadIdx.x < kChunk) {
-      e_decay[threadIdx.x] = expf(decay[threadIdx.x]);
-      e_to_last[threadIdx.x] = expf(decay[n - 1] - decay[threadIdx.x]);
-    }
-    // (0) The tile (loaded, or updated by the last chunk) and the factors.
+    // (0) Every thread is done with the last chunk's factors, Pᵀ and V_new
+    // (and, at the first chunk, the tile is loaded).
     __syncthreads();
-    // V_new = U − W S, rows warp + 8a.
-    float acc[kRowsPerThread];
+    if (tid < kChunk) {
+      e_decay[tid] = expf(decay[tid]);
+      e_to_last[tid] = expf(decay[n - 1] - decay[tid]);
+    }
+    for (int e = tid; e < kChunk * kChunk; e += kStateThreads) {
+      const int i = e / kChunk, jj = e % kChunk;
+      p_t[jj][i] = p[e];  // 0 above the diagonal and in padded rows
+    }
+    // (A) V_new = U − W S.
+    float acc[4][2];
 #pragma unroll
-    for (int a = 0; a < kRowsPerThread; ++a) acc[a] = 0.0f;
-    for (int64_t d = 0; d < key_dim; ++d) {
-      const float s_d = tile[d][lane];
+    for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = 0.0f;
+    product_with_state(
+        [&](int i, int64_t d) { return i < n ? w[i * key_dim + d] : 0.0f; }, acc);
 #pragma unroll
-      for (int a = 0; a < kRowsPerThread; ++a) {
-        const int i = warp + a * kTileWarps;
-        if (i < n) acc[a] += w[i * key_dim + d] * s_d;
+    for (int r = 0; r < 4; ++r) {
+      const int i = 4 * rg + r;
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        v_new[i][2 * cg + c] =
+            (i < n && has[c]) ? u[i * value_dim + m[c]] - acc[r][c] : 0.0f;
+      }
+    }
+    // (B) Q̂ S (its first barrier also completes V_new and Pᵀ for below).
+    float qs[4][2];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) qs[r][0] = qs[r][1] = 0.0f;
+    product_with_state(
+        [&](int i, int64_t d) {
+          return i < n ? LoadF32(q.data, q.type, ((row0 + i) * key_heads + kh) * key_dim + d)
+                       : 0.0f;
+        },
+        qs);
+    // O = e^G ⊙ Q̂S + P V_new, jj ascending; P is 0 past each row's
+    // diagonal, so the group's rows stop at its last row's.
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      qs[r][0] *= e_decay[4 * rg + r];
+      qs[r][1] *= e_decay[4 * rg + r];
+    }
+    const int jj_end = 4 * rg + 4 < n ? 4 * rg + 4 : n;
+    for (int jj = 0; jj < jj_end; ++jj) {
+      const float* p4 = &p_t[jj][4 * rg];
+      const float v0 = v_new[jj][2 * cg], v1 = v_new[jj][2 * cg + 1];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        qs[r][0] = __fmaf_rn(p4[r], v0, qs[r][0]);
+        qs[r][1] = __fmaf_rn(p4[r], v1, qs[r][1]);
       }
     }
 #pragma unroll
-    for (int a = 0; a < kRowsPerThread; ++a) {
-      const int i = warp + a * kTileWarps;
-      v_new[i][lane] = (i < n && has_column) ? u[i * value_dim + m] - acc[a] : 0.0f;
-    }
-    // (1) V_new complete.
-    __syncthreads();
-    // O = e^G ⊙ (Q̂ S) + P V_new, rows warp + 8a (not unrolled: the body
-    // is large, and unrolled it spilled).
-    for (int a = 0; a < kRowsPerThread; ++a) {
-      const int i = warp + a * kTileWarps;
+    for (int r = 0; r < 4; ++r) {
+      const int64_t i = 4 * rg + r;
       if (i >= n) continue;
-      const int64_t query = ((row0 + i) * key_heads + kh) * key_dim;
-      float qs = 0.0f;
-      for (int64_t d = 0; d < key_dim; ++d) {
-        qs += LoadF32(q.data, q.type, query + d) * tile[d][lane];
-      }
-      float o = e_decay[i] * qs;
-      for (int jj = 0; jj <= i; ++jj) o += p[i * kChunk + jj] * v_new[jj][lane];
-      if (has_column) {
-        StoreF32(out.data, out.type, ((row0 + i) * value_heads + j) * value_dim + m, o);
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        if (has[c]) {
+          StoreF32(out.data, out.type, ((row0 + i) * value_heads + j) * value_dim + m[c],
+                   qs[r][c]);
+        }
       }
     }
-    // (2) Every read of the old tile done.
-    __syncthreads();
-    // S ← e^{G_last} S + (K̂ ⊙ e^{G_last − G})ᵀ V_new, rows d = warp + 8b.
+    // (C) S ← e^{G_last} S + K̃ᵀ V_new, 32 dims of the state at a time.
     const float e_last = e_decay[n - 1];
-    for (int64_t d = warp; d < key_dim; d += kTileWarps) {
-      float s_d = e_last * tile[d][lane];
-      for (int i = 0; i < n; ++i) {
-        const int64_t key = ((row0 + i) * key_heads + kh) * key_dim + d;
-        s_d += LoadF32(k.data, k.type, key) * e_to_last[i] * v_new[i][lane];
+    for (int64_t d0 = 0; d0 < key_dim; d0 += kStateSlice) {
+      const int width = key_dim - d0 < kStateSlice ? static_cast<int>(key_dim - d0)
+                                                   : kStateSlice;
+      // Every read of the slice buffer, and of these state rows by (A) and
+      // (B), is done.
+      __syncthreads();
+      for (int e = tid; e < kChunk * kStateSlice; e += kStateThreads) {
+        const int i = e / kStateSlice, dd = e % kStateSlice;
+        slice[i * kKeySliceStride + dd] =
+            (i < n && dd < width)
+                ? LoadF32(k.data, k.type, ((row0 + i) * key_heads + kh) * key_dim + d0 + dd) *
+                      e_to_last[i]
+                : 0.0f;
       }
-      tile[d][lane] = s_d;
+      __syncthreads();
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int dd = 2 * rg + r;
+        if (dd >= width) continue;
+        float s0 = e_last * tile[d0 + dd][2 * cg];
+        float s1 = e_last * tile[d0 + dd][2 * cg + 1];
+        for (int i = 0; i < n; ++i) {
+          const float key = slice[i * kKeySliceStride + dd];
+          s0 = __fmaf_rn(key, v_new[i][2 * cg], s0);
+          s1 = __fmaf_rn(key, v_new[i][2 * cg + 1], s1);
+        }
+        tile[d0 + dd][2 * cg] = s0;
+        tile[d0 + dd][2 * cg + 1] = s1;
+      }
     }
-    // (3) The next chunk's factors and V_new overwrite this one's only after
-    // every thread is done with them.
-    __syncthreads();
   }
-  for (int64_t d = warp; d < key_dim; d += kTileWarps) {
-    if (has_column) state[d * value_dim + m] = tile[d][lane];
+  __syncthreads();
+  for (int64_t e = tid; e < key_dim * kStateColumns; e += kStateThreads) {
+    const int64_t d = e / kStateColumns, c = e % kStateColumns;
+    if (column0 + c < value_dim) state[d * value_dim + column0 + c] = tile[d][c];
   }
 }
 
@@ -796,10 +890,10 @@ void LaunchGatedDeltaRuleChunked(ConstTyped q, ConstTyped k, ConstTyped v,
       q, k, v, g, beta, key_heads, value_heads, key_dim, value_dim,
       first_chunk, chunks_per_pass, ws, layout);
   const dim3 state_grid(
-      static_cast<unsigned>((value_dim + kTileColumns - 1) / kTileColumns),
+      static_cast<unsigned>((value_dim + kStateColumns - 1) / kStateColumns),
       static_cast<unsigned>(value_heads),
       static_cast<unsigned>(layout.num_chunked));
-  TRIBUTARY_LAUNCH(DeltaChunkStateKernel, state_grid, kTileWarps * kWarpSize, stream)(
+  TRIBUTARY_LAUNCH(DeltaChunkStateKernel, state_grid, kStateThreads, stream)(
       q, k, key_heads, value_heads, key_dim, value_dim, state_pool, out,
       first_chunk, chunks_per_pass, ws, layout);
 }

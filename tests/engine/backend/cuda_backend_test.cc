@@ -932,9 +932,10 @@ TEST_P(CudaKernelFormTest, GatedDeltaRuleEqualsTheCpuForms) {
     int64_t hk, hv, dk, dv;
   };
   // A small shape, and the 27B's head dims with its 1 : 3 grouping.
-  // And the kernel's largest key dim, 256.
+  // And the kernel's largest key dim, 256. And dims that cut the chunked
+  // state kernel's 32-dim slices and 16-column tiles short (48 and 24).
   for (const Dims& d : {Dims{2, 4, 32, 16}, Dims{1, 3, 128, 128},
-                        Dims{1, 2, 256, 32}}) {
+                        Dims{1, 2, 256, 32}, Dims{1, 2, 48, 24}}) {
     SCOPED_TRACE(d.dk);
     DeltaRuleSteps(d.hk, d.hv, d.dk, d.dv, MixedLayout(4, 32), 2);
   }
