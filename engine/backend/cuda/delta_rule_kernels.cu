@@ -500,13 +500,20 @@ __global__ void DeltaChunkPrepareKernel(ConstTyped q, ConstTyped k,
   __shared__ float cumulative[kChunk];
   __shared__ float b[kChunk];
   __shared__ float a[kChunk][kChunk + 1];  // +1: rows on different banks
+  // The gates are loaded by a thread each, then summed in order by one
+  // thread from shared memory (a serial walk over global loads would wait
+  // on each in turn).
+  if (threadIdx.x < kChunk) {
+    const int i = threadIdx.x;
+    cumulative[i] = i < n ? LoadF32(g.data, g.type, (row0 + i) * value_heads + j) : 0.0f;
+    b[i] = i < n ? LoadF32(beta.data, beta.type, (row0 + i) * value_heads + j) : 0.0f;
+  }
+  __syncthreads();
   if (threadIdx.x == 0) {
     float running = 0.0f;
     for (int i = 0; i < kChunk; ++i) {
-      if (i < n) running += LoadF32(g.data, g.type, (row0 + i) * value_heads + j);
+      if (i < n) running += cumulative[i];
       cumulative[i] = running;
-      b[i] = i < n ? LoadF32(beta.data, beta.type, (row0 + i) * value_heads + j)
-                   : 0.0f;
     }
   }
   // The pairs (i, jj ≤ i): k̂_i · k̂_jj and q̂_i · k̂_jj, each a sum over d
@@ -589,8 +596,12 @@ __global__ void DeltaChunkPrepareKernel(ConstTyped q, ConstTyped k,
     float solved[kChunk];
 #pragma unroll
     for (int i = 0; i < kChunk; ++i) solved[i] = 0.0f;
+    // Row i + 1 is loaded before row i is solved, so that the load's
+    // latency overlaps the row's chain of multiply-adds.
+    float next = n > 0 ? column[0] : 0.0f;
     for (int i = 0; i < n; ++i) {
-      float x = column[i * stride];
+      float x = next;
+      if (i + 1 < n) next = column[(i + 1) * stride];
 #pragma unroll
       for (int jj = 0; jj < kChunk; ++jj) {
         if (jj < i) x -= a[i][jj] * solved[jj];
