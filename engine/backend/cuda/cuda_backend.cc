@@ -803,9 +803,12 @@ void CudaBackend::GateUpSwiGlu(const Tensor& x, const Tensor& w_gate,
   // The few-token kernel's fused form when it takes both products: a warp
   // per output row sums the gate's and the up's row, so neither product is
   // stored and the SwiGLU is no launch of its own.
+  // The kernel rounds both products to out's type, as storing them in gate
+  // and up would when the three share it.
   const bool fused = TakesGemv(x, w_gate) && TakesGemv(x, w_up) &&
                      w_gate.shape == w_up.shape && out.rows() == x.rows() &&
-                     out.cols() == w_gate.shape[0] && out.type != ElementType::kI32;
+                     out.cols() == w_gate.shape[0] && out.type != ElementType::kI32 &&
+                     gate.type == out.type && up.type == out.type;
   if (!fused || !sticky_.ok()) {
     Backend::GateUpSwiGlu(x, w_gate, w_up, gate, up, out);
     return;
@@ -1179,8 +1182,10 @@ void CudaBackend::PagedAttention(const Tensor& q, const Tensor& k_pool,
                                         : cuda::kSplitAttentionHeadsPerBlock;
     const int64_t pairs = split_tokens * kv_heads *
                           ((heads / kv_heads + heads_per_block - 1) / heads_per_block);
+    // Rounded down: one full wave rather than a second one part filled
+    // (batch 64 of the 27B: 2 runs, 512 blocks for 528 places, not 3).
     const int64_t blocks_wanted = (tensor_cores ? 4 : 2) * multiprocessors_;
-    const int64_t runs_wanted = (blocks_wanted + pairs - 1) / pairs;
+    const int64_t runs_wanted = blocks_wanted / pairs;
     max_runs = std::min(runs_wanted, (keys_bucket + min_run_keys - 1) / min_run_keys);
   }
   max_runs = std::max<int64_t>(1, max_runs);

@@ -43,7 +43,7 @@ constexpr int kRowWords = static_cast<int>(kFlashMaxHeadDim / 2) + 4;
 // end, the warps' outputs [warps, heads, head_dim] and their maxima and
 // denominators (f32 as bits), which fit in the stages' place.
 constexpr int kStageWords = kMmaWarps * 2 * kMmaKeys * kRowWords;
-constexpr int kMergeWords = kMmaWarps * kMmaHeads * (static_cast<int>(kFlashMaxHeadDim) + 2);
+constexpr int kMergeWords = kMmaWarps * kMmaHeads * (static_cast<int>(kFlashMaxHeadDim) + 4 + 2);
 static_assert(kMergeWords <= kStageWords, "the merge reuses the stages");
 static_assert(kStageWords * 4 <= 48 * 1024, "static shared memory");
 
@@ -233,7 +233,9 @@ __global__ void SplitAttentionMmaKernel(const uint16_t* q, int64_t num_heads,
   }
   // (3) Every warp is done with its stage: the merge area takes its place.
   __syncthreads();
-  const int64_t out_stride = head_dim;
+  // Rows 4 words longer than a head: at 256 dims the 8 row groups of a
+  // fragment's stores would otherwise share banks.
+  const int64_t out_stride = head_dim + 4;
   uint32_t* merge_out = smem;  // [warps][heads][head_dim]
   uint32_t* merge_max = smem + kMmaWarps * kMmaHeads * out_stride;
   uint32_t* merge_denominator = merge_max + kMmaWarps * kMmaHeads;

@@ -861,6 +861,13 @@ TEST_P(CudaKernelFormTest, GateUpSwiGluEqualsTheComposition) {
     gpu_->Backend::GateUpSwiGlu(x.gpu, w_gate.gpu, w_up.gpu, composed.gpu,
                                 composed_up.gpu, composed.gpu);
     EXPECT_EQ(Read(*gpu_, gate.gpu), Read(*gpu_, composed.gpu));
+    // An f32 out beside bf16 products: the products are rounded to bf16
+    // (their own type), as the composition stores them.
+    Pair wide = Output(Shape{tokens, rows}, kF32), wide_composed = Output(Shape{tokens, rows}, kF32);
+    gpu_->GateUpSwiGlu(x.gpu, w_gate.gpu, w_up.gpu, gate.gpu, up.gpu, wide.gpu);
+    gpu_->Backend::GateUpSwiGlu(x.gpu, w_gate.gpu, w_up.gpu, composed.gpu,
+                                composed_up.gpu, wide_composed.gpu);
+    EXPECT_EQ(Read(*gpu_, wide.gpu), Read(*gpu_, wide_composed.gpu));
   }
 }
 
