@@ -516,6 +516,7 @@ __global__ void DeltaChunkPrepareKernel(ConstTyped q, ConstTyped k,
       cumulative[i] = running;
     }
   }
+  __syncthreads();  // the sums are in
   // The pairs (i, jj ≤ i): k̂_i · k̂_jj and q̂_i · k̂_jj, each a sum over d
   // ascending. Thread x takes pairs x + 256·r: column jj = x % 64 and rows
   // x / 64 + 4r. The chunk's k̂ and q̂ rows pass through shared memory 32
@@ -747,8 +748,9 @@ DeltaChunkStateKernel(ConstTyped q, ConstTyped k, int64_t key_heads,
                        : 0.0f;
         },
         qs);
-    // O = e^G ⊙ Q̂S + P V_new, jj ascending; P is 0 past each row's
-    // diagonal, so the group's rows stop at its last row's.
+    // O = e^G ⊙ Q̂S + P V_new, jj ascending up to each row's diagonal (the
+    // group's loop runs to its last row's; the others skip the rest, as
+    // 0 · an overflowed V_new would be NaN).
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       qs[r][0] *= e_decay[4 * rg + r];
@@ -760,6 +762,7 @@ DeltaChunkStateKernel(ConstTyped q, ConstTyped k, int64_t key_heads,
       const float v0 = v_new[jj][2 * cg], v1 = v_new[jj][2 * cg + 1];
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
+        if (jj > 4 * rg + r) continue;
         qs[r][0] = __fmaf_rn(p4[r], v0, qs[r][0]);
         qs[r][1] = __fmaf_rn(p4[r], v1, qs[r][1]);
       }
