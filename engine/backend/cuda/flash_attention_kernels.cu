@@ -118,14 +118,17 @@ __global__ void FlashAttentionKernel(const __nv_bfloat16* q, int64_t num_heads,
                        : -1;
     }
     __syncthreads();
+    // By cp.async: a thread's 16 copies are all in flight at once (a copy
+    // through registers waited for each load before its store, ~8 round
+    // trips to memory a tile).
     for (int idx = threadIdx.x; idx < kFlashKeys * chunks_per_row;
          idx += blockDim.x) {
       const int key = idx / chunks_per_row;
       const int d = 8 * (idx % chunks_per_row);
       const int64_t base = key_base[key];
       if (base >= 0) {
-        Copy16Bytes(&keys[key][d], k_pool + base + d);
-        Copy16Bytes(&values[key][d], v_pool + base + d);
+        CopyAsync16Bytes(&keys[key][d], k_pool + base + d);
+        CopyAsync16Bytes(&values[key][d], v_pool + base + d);
       } else {
         for (int i = 0; i < 8; ++i) {
           keys[key][d + i] = __float2bfloat16_rn(0.0f);
@@ -133,18 +136,25 @@ __global__ void FlashAttentionKernel(const __nv_bfloat16* q, int64_t num_heads,
         }
       }
     }
-    // (2) The tile is staged.
+    WaitAsyncCopies();
+    // (2) The tile is staged (every thread's copies).
     __syncthreads();
 
-    // Scores of this warp's 16 rows against the tile's 32 keys: 4 n-tiles.
+    // Scores of this warp's 16 rows against the tile's 32 keys: 4 n-tiles,
+    // the k-steps outermost so that the 4 n-tiles' products are
+    // independent neighbours (each n-tile's sum still runs over ks in
+    // order).
     float s[kFlashKeys / 8][4];
 #pragma unroll
     for (int n = 0; n < kFlashKeys / 8; ++n) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) s[n][i] = 0.0f;
+    }
 #pragma unroll
-      for (int ks = 0; ks < kMaxKSteps; ++ks) {
-        if (ks >= k_steps) break;
+    for (int ks = 0; ks < kMaxKSteps; ++ks) {
+      if (ks >= k_steps) break;
+#pragma unroll
+      for (int n = 0; n < kFlashKeys / 8; ++n) {
         const uint32_t b[2] = {PairAt(keys[n * 8 + g], 16 * ks + 2 * t),
                                PairAt(keys[n * 8 + g], 16 * ks + 8 + 2 * t)};
         MmaBf16(s[n], qa[ks], b, s[n]);
