@@ -131,6 +131,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   backend_options.cpu_matmul_precision = options.cpu_matmul_precision;
   backend_options.cuda_device = options.cuda_device;
   backend_options.cuda_graphs = options.cuda_graphs;
+  backend_options.cuda_programmatic_launch = options.cuda_programmatic_launch;
   ASSIGN_OR_RETURN(impl->backend, CreateBackend(backend_options));
   LogInfo("backend: ", impl->backend->name());
   impl->device_sampling =

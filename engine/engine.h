@@ -76,6 +76,9 @@ struct EngineOptions {
   int cuda_device = 0;
   // CUDA: run decode steps as CUDA graphs (BackendOptions::cuda_graphs).
   bool cuda_graphs = true;
+  // CUDA: programmatic dependent launch (BackendOptions::
+  // cuda_programmatic_launch; off until a device run has measured it).
+  bool cuda_programmatic_launch = false;
   // Where requests that sample, ask logprobs or have penalties get their
   // tokens: on the backend (Backend::ChooseTokens: only the ids and the
   // asked logprobs come back; penalties from each request's distinct

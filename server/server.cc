@@ -110,6 +110,7 @@ absl::Status Server::Init(ServerConfig config) {
   eo.backend = config_.backend;
   eo.cuda_device = config_.cuda_device;
   eo.cuda_graphs = config_.cuda_graphs;
+  eo.cuda_programmatic_launch = config_.cuda_programmatic_launch;
   eo.device_sampling = config_.device_sampling
                            ? EngineOptions::DeviceSampling::kAuto
                            : EngineOptions::DeviceSampling::kOff;

@@ -59,6 +59,8 @@ const char* ServerUsage() {
   --cuda-device N             the CUDA device (0)
   --no-cuda-graphs            CUDA: decode steps as plain launches, not
                               CUDA graphs
+  --cuda-programmatic-launch  CUDA: kernels launched with programmatic
+                              dependent launch (off)
   --no-device-sampling        CUDA: sampled requests draw on the host from
                               copied logits rows, not on the device
   --threads N                 compute threads (0 = every core)
@@ -159,7 +161,7 @@ absl::StatusOr<ServerConfig> ParseServerFlags(int argc, const char* const* argv,
                       "steering-vectors", "engine-cpus", "http-port",
                       "http-threads", "served-model-name"},
                      {"help", "no-residual-stats", "no-cuda-graphs",
-                      "no-device-sampling"}));
+                      "cuda-programmatic-launch", "no-device-sampling"}));
   *help = args.Has("help");
   if (!args.positional().empty()) {
     return absl::InvalidArgumentError(
@@ -176,6 +178,7 @@ absl::StatusOr<ServerConfig> ParseServerFlags(int argc, const char* const* argv,
   ASSIGN_OR_RETURN(long long cuda_device, args.GetInt("cuda-device", 0, 0, 1023));
   c.cuda_device = static_cast<int>(cuda_device);
   c.cuda_graphs = !args.Has("no-cuda-graphs");
+  c.cuda_programmatic_launch = args.Has("cuda-programmatic-launch");
   c.device_sampling = !args.Has("no-device-sampling");
   ASSIGN_OR_RETURN(long long threads, args.GetInt("threads", 0, 0, 1024));
   c.num_threads = static_cast<int>(threads);

@@ -33,6 +33,9 @@ struct ServerConfig {
   int cuda_device = 0;
   // --no-cuda-graphs: decode steps as plain launches (graphs are on).
   bool cuda_graphs = true;
+  // --cuda-programmatic-launch: kernels may start while the one before them
+  // finishes (EngineOptions::cuda_programmatic_launch; off by default).
+  bool cuda_programmatic_launch = false;
   // --no-device-sampling: CUDA: sampled requests draw on the host from the
   // copied logits rows (EngineOptions::device_sampling; on by default).
   bool device_sampling = true;

@@ -22,7 +22,10 @@
 //    kernels of issue 7 (CudaBackend::set_straightforward_kernels); every
 //    decode step interleaved with one without CUDA graphs and one on the
 //    straightforward kernels without graphs, same model, same shapes: what
-//    the graphs and what the fast kernels gain.
+//    the graphs and what the fast kernels gain; and one with programmatic
+//    dependent launch (CudaBackend::set_programmatic_launch, off in the
+//    service until measured): what starting each kernel while the one
+//    before it finishes gains.
 // Times are host clocks around Synchronize (the backend has no events; a
 // step is long enough that the launch latency of the last op is noise).
 // A table goes to stdout; --json writes the numbers.
@@ -196,10 +199,10 @@ absl::Status Run(int argc, char** argv) {
   const ModelBytes bytes = CountBytes(model.weights());
   const int64_t block = 16;
   // Positions a sequence reaches: the prefill, or the context plus every
-  // decode step (two warm-up steps and the timed ones, each in the four
+  // decode step (two warm-up steps and the timed ones, each in the five
   // variants, and three for the per-op breakdown).
   const int64_t kBreakdownSteps = 3;
-  const int64_t kVariants = 4;
+  const int64_t kVariants = 5;
   const int64_t decode_steps = kVariants * (steps + 2) + 2 * kBreakdownSteps;
   const int64_t blocks_per_seq =
       (std::max(context + decode_steps, prefill_tokens) + block - 1) / block;
@@ -329,18 +332,25 @@ absl::Status Run(int argc, char** argv) {
     }
     // Steps rotate through the variants (fast kernels with graphs, the
     // service's; without graphs; the straightforward kernels without
-    // graphs; fast with graphs drawing sampled tokens), so that a slow phase
-    // of the device hits all four. The two warm-up rounds capture the
-    // graphs.
+    // graphs; fast with graphs drawing sampled tokens; fast with graphs and
+    // programmatic dependent launch), so that a slow phase of the device
+    // hits all five. The two warm-up rounds capture the graphs.
     std::vector<double> times[kVariants];
+    // The programmatic variant's steps that ran as plain launches (a capture
+    // refused): its time would then not be the graphs'.
+    int64_t programmatic_eager = 0;
+    bool programmatic_took = true;  // not refused (a device before Hopper)
     int64_t position = context;
     for (int64_t i = 0; i < steps + 2; ++i) {
       for (int64_t variant = 0; variant < kVariants; ++variant) {
         for (SequenceSlice& s : step.sequences) s.first_position = position;
         ++position;
-        // Graphs for the service's two step kinds (variants 0 and 3).
-        cuda->set_graphs(variant == 0 || variant == 3);
+        // Graphs for the service's two step kinds (variants 0 and 3), and
+        // for programmatic launch (4).
+        cuda->set_graphs(variant == 0 || variant == 3 || variant == 4);
         cuda->set_straightforward_kernels(variant == 2);
+        cuda->set_programmatic_launch(variant == 4);
+        const int64_t eager_before = cuda->graph_stats().eager;
         const auto start = Clock::now();
         absl::Status status =
             decoder->Forward(step, ids(batch, 1000 + i),
@@ -349,6 +359,11 @@ absl::Status Run(int argc, char** argv) {
         const double seconds = Seconds(start, Clock::now());
         cuda->set_graphs(true);
         cuda->set_straightforward_kernels(false);
+        if (variant == 4) {
+          programmatic_eager += cuda->graph_stats().eager - eager_before;
+          programmatic_took = programmatic_took && cuda->programmatic_launch();
+        }
+        cuda->set_programmatic_launch(false);
         RETURN_IF_ERROR(status);
         if (i >= 2) times[variant].push_back(seconds);
       }
@@ -357,6 +372,7 @@ absl::Status Run(int argc, char** argv) {
     const double no_graphs_ms = 1e3 * Median(times[1]);
     const double peer_ms = 1e3 * Median(times[2]);
     const double sampled_ms = 1e3 * Median(times[3]);
+    const double programmatic_ms = 1e3 * Median(times[4]);
     // Where a step's time goes: three more steps, each op synchronized and
     // timed (slower in all than the steps above: the sum is a breakdown,
     // not a step time).
@@ -403,6 +419,9 @@ absl::Status Run(int argc, char** argv) {
                       {"no_graphs_ms_per_step", no_graphs_ms},
                       {"straightforward_ms_per_step", peer_ms},
                       {"sampled_ms_per_step", sampled_ms},
+                      {"programmatic_launch_ms_per_step", programmatic_ms},
+                      {"programmatic_launch_took", programmatic_took},
+                      {"programmatic_launch_eager_steps", programmatic_eager},
                       {"graphs_captured", cuda->graph_stats().captured},
                       {"graphs_replayed", cuda->graph_stats().replayed},
                       {"ops_synchronized", breakdown},
@@ -449,19 +468,20 @@ absl::Status Run(int argc, char** argv) {
   }
   std::cout << "\nbatch  context  ms/step  floor ms  floor/measured"
                "  no graphs ms  straightforward ms  graphs gain  fast-kernel gain"
-               "  sampled ms\n";
+               "  sampled ms  programmatic ms\n";
   for (const auto& d : decode) {
     const double ms = d["ms_per_step"].get<double>();
     const double no_graphs = d["no_graphs_ms_per_step"].get<double>();
     const double straightforward = d["straightforward_ms_per_step"].get<double>();
     std::cout << absl::StrFormat(
         "%5d  %7d  %7.2f  %8.2f  %13.1f%%  %12.2f  %18.2f  %10.2fx  %15.2fx"
-        "  %10.2f\n",
+        "  %10.2f  %15.2f\n",
         d["batch"].get<int64_t>(), d["context"].get<int64_t>(), ms,
         d["floor_ms"].get<double>(),
         100.0 * d["floor_over_measured"].get<double>(), no_graphs,
         straightforward, no_graphs / ms, straightforward / no_graphs,
-        d["sampled_ms_per_step"].get<double>());
+        d["sampled_ms_per_step"].get<double>(),
+        d["programmatic_launch_ms_per_step"].get<double>());
   }
   return save();
 }

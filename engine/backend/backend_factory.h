@@ -35,6 +35,8 @@ struct BackendOptions {
   size_t cuda_delta_rule_workspace_bytes = 0;
   // CudaBackendOptions::graphs: decode steps as CUDA graphs.
   bool cuda_graphs = true;
+  // CudaBackendOptions::programmatic_launch.
+  bool cuda_programmatic_launch = false;
 };
 
 // Whether this build has the CUDA backend (the toolkit was found at build

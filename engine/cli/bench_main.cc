@@ -7,6 +7,7 @@
 //                   [--max-tokens-per-step K] [--cache-mib MIB]
 //                   [--warmup W] [--tokenizer] [--json]
 //                   [--backend cpu|cuda] [--device D] [--no-cuda-graphs]
+//                   [--cuda-programmatic-launch]
 //                   [--synthetic PRESET]
 //                   [--temperature T] [--top-k K] [--top-p P]
 //                   [--repetition-penalty R]
@@ -215,8 +216,8 @@ absl::Status Run(int argc, char** argv) {
                       "max-tokens-per-step", "cache-mib", "warmup",
                       "backend", "device", "synthetic", "temperature",
                       "top-k", "top-p", "repetition-penalty", "cpu-matmul"},
-                     {"json", "tokenizer", "no-cuda-graphs", "device-sampling",
-                      "no-device-sampling"}));
+                     {"json", "tokenizer", "no-cuda-graphs", "cuda-programmatic-launch",
+                      "device-sampling", "no-device-sampling"}));
   if (!args.positional().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", args.positional()[0], "'"));
@@ -308,6 +309,7 @@ absl::Status Run(int argc, char** argv) {
   options.backend = backend;
   options.cuda_device = static_cast<int>(device);
   options.cuda_graphs = !args.Has("no-cuda-graphs");
+  options.cuda_programmatic_launch = args.Has("cuda-programmatic-launch");
   options.device_sampling =
       args.Has("device-sampling")      ? EngineOptions::DeviceSampling::kOn
       : args.Has("no-device-sampling") ? EngineOptions::DeviceSampling::kOff

@@ -43,6 +43,7 @@ __device__ __forceinline__ void RopeCosSin(int32_t position, int64_t i,
 __global__ void RopeKernel(Typed x, int64_t num_tokens, int64_t num_heads,
                            int64_t head_dim, int64_t rotary_dim, float theta,
                            DeviceLayout layout) {
+  BeginAfterPriorGrids();
   const int64_t half = rotary_dim / 2;
   const int64_t n = num_tokens * num_heads * half;
   for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < n;
@@ -78,6 +79,7 @@ __global__ void AttentionInputsKernel(ConstTyped q_and_gate, ConstTyped k,
                                       float theta, Typed q, Typed gate,
                                       Typed k_pool, Typed v_pool,
                                       int64_t block_size, DeviceLayout layout) {
+  BeginAfterPriorGrids();
   __shared__ float normed[kInputsWarpsPerBlock][kMaxHeadDimPerLane * kWarpSize];
   const int lane = threadIdx.x % kWarpSize;
   const int warp = threadIdx.x / kWarpSize;
@@ -144,6 +146,7 @@ __global__ void AttentionInputsKernel(ConstTyped q_and_gate, ConstTyped k,
 __global__ void WriteKvKernel(ConstTyped k, ConstTyped v, int64_t num_tokens,
                               int64_t row, Typed k_pool, Typed v_pool,
                               int64_t block_size, DeviceLayout layout) {
+  BeginAfterPriorGrids();
   const int64_t n = num_tokens * row;
   for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < n;
        idx += int64_t{blockDim.x} * gridDim.x) {
@@ -168,6 +171,7 @@ __global__ void PagedAttentionKernel(ConstTyped q, int64_t num_tokens,
                                      ConstTyped v_pool, int64_t block_size,
                                      float scale, Typed out,
                                      DeviceLayout layout) {
+  BeginAfterPriorGrids();
   const int lane = threadIdx.x % kWarpSize;
   const int64_t pair = blockIdx.x * int64_t{kAttentionWarpsPerBlock} +
                        threadIdx.x / kWarpSize;
@@ -271,6 +275,7 @@ __global__ void SplitAttentionKernel(ConstTyped q, int64_t num_heads,
                                      Typed out, float* partial_stats,
                                      float* partial_out, bool skip_flash,
                                      DeviceLayout layout) {
+  BeginAfterPriorGrids();
   const int lane = threadIdx.x % kWarpSize;
   const int warp = threadIdx.x / kWarpSize;
   // Row `rank` of the split kernel's rows: every token, or with skip_flash
@@ -387,6 +392,7 @@ __global__ void MergeAttentionRunsKernel(int64_t num_heads, int64_t head_dim,
                                          const float* partial_stats,
                                          const float* partial_out, Typed out,
                                          bool skip_flash, DeviceLayout layout) {
+  BeginAfterPriorGrids();
   const int64_t rank = blockIdx.x, head = blockIdx.y;
   const int64_t t = skip_flash ? layout.split_tokens[rank] : rank;
   const int64_t num_keys = int64_t{layout.token_position[t]} + 1;

@@ -12,6 +12,7 @@
 #include "engine/backend/cuda/cuda_status.h"
 #include "engine/backend/cuda/device_layout.h"
 #include "engine/backend/cuda/launch_recorder.h"
+#include "engine/backend/cuda/programmatic_launch.h"
 
 namespace tributary {
 namespace {
@@ -128,11 +129,13 @@ absl::Status CudaBackend::Init() {
                                   static_cast<double>(size_t{1} << 30),
                               " GiB, sm_", prop.major, prop.minor);
   multiprocessors_ = std::max(1, prop.multiProcessorCount);
+  compute_major_ = prop.major;
   cudaStream_t stream = nullptr;
   RETURN_IF_ERROR(CudaStatus(
       cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
       "cudaStreamCreate"));
   stream_ = stream;
+  if (options_.programmatic_launch) set_programmatic_launch(true);
   ASSIGN_OR_RETURN(cublas_api_, cuda::LoadCublas());
   const cuda::CublasApi& api = *cublas_api_;
   cublasHandle_t handle = nullptr;
@@ -162,7 +165,10 @@ CudaBackend::~CudaBackend() {
   if (cublas_ != nullptr) (void)cublas_api_->destroy(cublas_);
   for (const auto& [data, bytes] : allocation_bytes_) (void)cudaFree(data);
   if (layout_->device != nullptr) (void)cudaFree(layout_->device);
-  if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+  if (stream_ != nullptr) {
+    (void)cuda::SetProgrammaticLaunch(stream_, false);
+    (void)cudaStreamDestroy(stream_);
+  }
 }
 
 bool CudaBackend::Record(const absl::Status& status) {
@@ -384,7 +390,17 @@ void CudaBackend::BeginGraphRegion() {
   if (in_region_ || !sticky_.ok()) return;
   in_region_ = true;
   recorder_->Clear();
+  // The launches' attribute is part of what a graph replays.
+  recorder_->Add(options_.programmatic_launch);
   cuda::ActiveLaunchRecorder() = recorder_.get();
+}
+
+void CudaBackend::set_programmatic_launch(bool on) {
+  // Only where the kernels wait (built for sm_90 or later, on such a
+  // device); and refused with 64 streams on at once. The launches stay
+  // plain then, and the option reads false.
+  if (on && (compute_major_ < 9 || cuda::KernelPtxVersion() < 90)) on = false;
+  options_.programmatic_launch = cuda::SetProgrammaticLaunch(stream_, on) && on;
 }
 
 void CudaBackend::IssueRecorded() {

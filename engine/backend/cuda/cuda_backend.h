@@ -83,6 +83,11 @@ struct CudaBackendOptions {
   // dropped). Off: regions run as plain launches.
   bool graphs = true;
   int max_graphs = 64;
+  // Kernels launched with programmatic dependent launch
+  // (programmatic_launch.h): each may be scheduled while the one before it
+  // finishes, and waits for it before reading anything. Off by default
+  // until a device run has measured it.
+  bool programmatic_launch = false;
 
   absl::Status Validate() const;
 };
@@ -119,6 +124,12 @@ class CudaBackend final : public Backend {
   // The same for CudaBackendOptions::graphs (takes effect at the next
   // region).
   void set_graphs(bool on) { options_.graphs = on; }
+  // The same for CudaBackendOptions::programmatic_launch (from the next
+  // launch; a graph region records the setting with its launches, so call
+  // it between steps). Stays off on a device before Hopper or with kernels
+  // not built for it; programmatic_launch() says whether it took.
+  void set_programmatic_launch(bool on);
+  bool programmatic_launch() const { return options_.programmatic_launch; }
   // What the graph regions did so far: captured into a new graph, replayed
   // a kept one, or ran as plain launches (graphs off, or a capture failed).
   struct GraphStats {
@@ -255,6 +266,7 @@ class CudaBackend final : public Backend {
   void* cublas_workspace_ = nullptr;
   std::unique_ptr<DeviceLayoutBuffer> layout_;
   int multiprocessors_ = 1;
+  int compute_major_ = 0;  // the device's compute capability, major
   // The most keys a token of this step attends to (its position + 1), and
   // the same and the token count over the sequences the flash kernel may
   // take no part in (fewer than kFlashMinTokens new tokens).

@@ -30,6 +30,11 @@ struct ConstTyped {
 
 // --- elementwise_kernels.cu --------------------------------------------------
 
+// The PTX version the kernels run from (90 when built for Hopper; 0 when it
+// cannot be read). BeginAfterPriorGrids waits only in code built for sm_90
+// or later, so programmatic launch needs this ≥ 90.
+int KernelPtxVersion();
+
 // n elements of `src` converted into `dst` (weights to bf16 at import).
 void LaunchConvert(ConstTyped src, Typed dst, int64_t n, cudaStream_t stream);
 

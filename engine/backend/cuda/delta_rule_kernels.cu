@@ -35,6 +35,7 @@ __global__ void CausalConv1dSiluKernel(ConstTyped x, int64_t channels,
                                        int kernel, ConstTyped w,
                                        Typed window_pool, Typed out,
                                        DeviceLayout layout) {
+  BeginAfterPriorGrids();
   const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (c >= channels) return;
   const DeviceSequence seq = layout.sequences[blockIdx.y];
@@ -107,6 +108,7 @@ __global__ void CausalConv1dSiluTokensKernel(ConstTyped x, int64_t channels,
                                              int kernel, ConstTyped w,
                                              Typed window_pool, Typed out,
                                              DeviceLayout layout) {
+  BeginAfterPriorGrids();
   const int64_t c = blockIdx.y * int64_t{blockDim.x} + threadIdx.x;
   if (c >= channels) return;
   const int64_t token = blockIdx.x;
@@ -134,6 +136,7 @@ __global__ void CausalConv1dSiluTokensKernel(ConstTyped x, int64_t channels,
 __global__ void ConvWindowUpdateKernel(ConstTyped x, int64_t channels,
                                        int kernel, Typed window_pool,
                                        DeviceLayout layout) {
+  BeginAfterPriorGrids();
   const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (c >= channels) return;
   const DeviceSequence seq = layout.sequences[blockIdx.y];
@@ -162,6 +165,7 @@ __global__ void GatedDeltaRuleKernel(ConstTyped q, ConstTyped k, ConstTyped v,
                                      int64_t key_dim, int64_t value_dim,
                                      float* state_pool, Typed out,
                                      DeviceLayout layout) {
+  BeginAfterPriorGrids();
   const int lane = threadIdx.x % kWarpSize;
   const int64_t m =
       blockIdx.x * int64_t{kDeltaWarpsPerBlock} + threadIdx.x / kWarpSize;
@@ -350,6 +354,7 @@ __global__ void GatedDeltaRuleTiledKernel(ConstTyped q, ConstTyped k,
                                           int64_t value_heads, int64_t key_dim,
                                           int64_t value_dim, float* state_pool,
                                           Typed out, DeviceLayout layout) {
+  BeginAfterPriorGrids();
   const TileThread at(key_heads, value_heads, key_dim, value_dim, state_pool, layout);
   const DeviceSequence& seq = at.seq;
   if (seq.chunked) return;  // the whole block: the chunked kernels' sequence
@@ -405,6 +410,7 @@ __global__ void GatedDeltaNetDecodeKernel(ConstTyped conv_out, ConstTyped a,
                                           int64_t value_dim, float q_scale,
                                           float* state_pool, Typed out,
                                           DeviceLayout layout) {
+  BeginAfterPriorGrids();
   const TileThread at(key_heads, value_heads, key_dim, value_dim, state_pool, layout);
   // One token after cached ones (the backend checks the step has no other
   // kind); a sequence of no tokens leaves its state alone.
@@ -481,6 +487,7 @@ __global__ void DeltaChunkPrepareKernel(ConstTyped q, ConstTyped k,
                                         int64_t value_dim, int64_t first_chunk,
                                         int64_t chunks_per_pass,
                                         ChunkWorkspace ws, DeviceLayout layout) {
+  BeginAfterPriorGrids();
   const DeviceSequence seq = layout.sequences[layout.chunked_sequences[blockIdx.z]];
   const int64_t start = (first_chunk + blockIdx.x) * int64_t{kChunk};
   if (start >= seq.num_tokens) return;  // the whole block
@@ -649,6 +656,7 @@ DeltaChunkStateKernel(ConstTyped q, ConstTyped k, int64_t key_heads,
                       float* state_pool, Typed out, int64_t first_chunk,
                       int64_t chunks_per_pass, ChunkWorkspace ws,
                       DeviceLayout layout) {
+  BeginAfterPriorGrids();
   const int tid = threadIdx.x;
   const int rg = tid / kColumnPairs, cg = tid % kColumnPairs;
   const int64_t j = blockIdx.y;

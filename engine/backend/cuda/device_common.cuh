@@ -19,18 +19,37 @@
 
 #include "engine/backend/cuda/device_layout.h"
 #include "engine/backend/cuda/launch_recorder.h"
+#include "engine/backend/cuda/programmatic_launch.h"
 #include "engine/backend/element_type.h"
 
 namespace tributary {
 namespace cuda {
 
-// kernel<<<grid, block, 0, stream>>>(params…), or its CPU emulation.
+// kernel<<<grid, block, 0, stream>>>(params…), with the programmatic
+// dependent launch attribute where the stream has it on
+// (programmatic_launch.h), or its CPU emulation (which runs grids one after
+// another either way).
 template <typename... Params>
 void IssueKernel(void (*kernel)(Params...), dim3 grid, dim3 block,
                  cudaStream_t stream, const Params&... params) {
 #if defined(TRIBUTARY_CUDA_EMULATION)
   ::tributary::cuda_emulation::Launch(kernel, grid, block, stream)(params...);
 #else
+  if (ProgrammaticLaunch(stream)) {
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = 0;
+    config.stream = stream;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    // An error is left for the caller's launch check (cudaGetLastError).
+    (void)cudaLaunchKernelEx(&config, kernel, params...);
+    return;
+  }
   kernel<<<grid, block, 0, stream>>>(params...);
 #endif
 }
@@ -73,6 +92,29 @@ KernelLaunch<Params...> MakeLaunch(void (*kernel)(Params...), dim3 grid,
 // instead inside a graph region.
 #define TRIBUTARY_LAUNCH(kernel, grid, block, stream) \
   ::tributary::cuda::MakeLaunch(kernel, dim3(grid), dim3(block), stream)
+
+// The first thing every kernel does (programmatic_launch.h): wait until the
+// grids before it on the stream have completed and their writes are
+// visible (griddepcontrol.wait; at once when the kernel was launched
+// without the attribute), then let the next grid's blocks be scheduled
+// (they wait likewise before reading anything of this one's). Anything
+// before it must not read what an earlier kernel writes.
+__device__ __forceinline__ void BeginAfterPriorGrids() {
+#if !defined(TRIBUTARY_CUDA_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// Asks for the 128-byte line at p to be brought into L2 (a weight that no
+// kernel writes, ahead of BeginAfterPriorGrids).
+__device__ __forceinline__ void PrefetchToL2(const void* p) {
+#if !defined(TRIBUTARY_CUDA_EMULATION)
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
+#else
+  (void)p;
+#endif
+}
 
 constexpr int kWarpSize = 32;
 // Threads of a block that reduces one row (norms, the residual add).

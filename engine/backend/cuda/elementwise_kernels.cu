@@ -19,6 +19,7 @@ namespace {
        i += int64_t{blockDim.x} * gridDim.x)
 
 __global__ void ConvertKernel(ConstTyped src, Typed dst, int64_t n) {
+  BeginAfterPriorGrids();
   GRID_STRIDE_LOOP(i, n) {
     StoreF32(dst.data, dst.type, i, LoadF32(src.data, src.type, i));
   }
@@ -26,6 +27,7 @@ __global__ void ConvertKernel(ConstTyped src, Typed dst, int64_t n) {
 
 __global__ void FillRandomKernel(Typed dst, int64_t n, uint64_t seed,
                                  float low, float high, ElementType value_type) {
+  BeginAfterPriorGrids();
   GRID_STRIDE_LOOP(i, n) {
     StoreF32(dst.data, dst.type, i,
              RoundTo(value_type,
@@ -35,6 +37,7 @@ __global__ void FillRandomKernel(Typed dst, int64_t n, uint64_t seed,
 
 __global__ void EmbeddingGatherKernel(const int32_t* ids, ConstTyped table,
                                       int64_t hidden, Typed out) {
+  BeginAfterPriorGrids();
   const int64_t t = blockIdx.x;
   const int64_t row = static_cast<int64_t>(ids[t]) * hidden;
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
@@ -48,6 +51,7 @@ __global__ void EmbeddingGatherKernel(const int32_t* ids, ConstTyped table,
 // read itself, so x and out may alias.
 __global__ void RmsNormKernel(ConstTyped x, int64_t dim, ConstTyped w,
                               float eps, Typed out) {
+  BeginAfterPriorGrids();
   __shared__ float scratch[kRowThreads / kWarpSize];
   const int64_t base = blockIdx.x * dim;
   const float sum_sq = RowSumOfSquares(x, base, dim, scratch);
@@ -61,6 +65,7 @@ __global__ void RmsNormKernel(ConstTyped x, int64_t dim, ConstTyped w,
 
 __global__ void GatedRmsNormKernel(ConstTyped o, ConstTyped z, int64_t dim,
                                    ConstTyped w, float eps, Typed out) {
+  BeginAfterPriorGrids();
   __shared__ float scratch[kRowThreads / kWarpSize];
   const int64_t base = blockIdx.x * dim;
   const float sum_sq = RowSumOfSquares(o, base, dim, scratch);
@@ -147,6 +152,7 @@ __device__ float ResidualAddRow(Typed x, ConstTyped u, int64_t hidden,
 // (rounded) sum.
 __global__ void ResidualAddKernel(Typed x, ConstTyped u, int64_t hidden,
                                   float* stats) {
+  BeginAfterPriorGrids();
   ResidualAddRow(x, u, hidden, stats, /*want_sum_sq=*/false);
 }
 
@@ -155,6 +161,7 @@ __global__ void ResidualAddKernel(Typed x, ConstTyped u, int64_t hidden,
 __global__ void ResidualAddRmsNormKernel(Typed x, ConstTyped u, int64_t hidden,
                                          float* stats, ConstTyped w, float eps,
                                          Typed normed) {
+  BeginAfterPriorGrids();
   const float sum_sq = ResidualAddRow(x, u, hidden, stats, /*want_sum_sq=*/true);
   const float inv_rms = RmsFactor(sum_sq, hidden, eps);
   // Each thread rereads the elements it wrote.
@@ -169,6 +176,7 @@ __global__ void ResidualAddRmsNormKernel(Typed x, ConstTyped u, int64_t hidden,
 // One block per row (BlockArgMax); a NaN or infinity anywhere makes the
 // row's id -1.
 __global__ void ArgMaxRowsKernel(const float* x, int64_t dim, int32_t* ids) {
+  BeginAfterPriorGrids();
   __shared__ BlockArgMaxScratch scratch;
   float best;
   int best_index;
@@ -181,6 +189,7 @@ __global__ void ArgMaxRowsKernel(const float* x, int64_t dim, int32_t* ids) {
 
 __global__ void SwiGluKernel(ConstTyped gate, ConstTyped up, int64_t n,
                              Typed out) {
+  BeginAfterPriorGrids();
   GRID_STRIDE_LOOP(i, n) {
     const float value =
         SiluF32(LoadF32(gate.data, gate.type, i)) * LoadF32(up.data, up.type, i);
@@ -189,6 +198,7 @@ __global__ void SwiGluKernel(ConstTyped gate, ConstTyped up, int64_t n,
 }
 
 __global__ void SigmoidGateKernel(Typed o, ConstTyped gate, int64_t n) {
+  BeginAfterPriorGrids();
   GRID_STRIDE_LOOP(i, n) {
     StoreF32(o.data, o.type, i,
              LoadF32(o.data, o.type, i) *
@@ -197,6 +207,7 @@ __global__ void SigmoidGateKernel(Typed o, ConstTyped gate, int64_t n) {
 }
 
 __global__ void L2NormRowsKernel(Typed x, int64_t dim, float scale) {
+  BeginAfterPriorGrids();
   __shared__ float scratch[kRowThreads / kWarpSize];
   const int64_t base = blockIdx.x * dim;
   const float sum_sq =
@@ -211,6 +222,7 @@ __global__ void L2NormRowsKernel(Typed x, int64_t dim, float scale) {
 __global__ void GdnGatesKernel(ConstTyped a, ConstTyped b, int64_t n,
                                int64_t num_heads, ConstTyped a_log,
                                ConstTyped dt_bias, Typed g, Typed beta) {
+  BeginAfterPriorGrids();
   GRID_STRIDE_LOOP(i, n) {
     const int64_t h = i % num_heads;
     StoreF32(g.data, g.type, i,
@@ -224,6 +236,7 @@ __global__ void GdnGatesKernel(ConstTyped a, ConstTyped b, int64_t n,
 __global__ void CopyColumnsKernel(ConstTyped src, int64_t rows,
                                   int64_t src_cols, int64_t col_begin,
                                   Typed dst, int64_t dst_cols) {
+  BeginAfterPriorGrids();
   GRID_STRIDE_LOOP(i, rows * dst_cols) {
     const int64_t r = i / dst_cols, c = i % dst_cols;
     StoreF32(dst.data, dst.type, i,
@@ -233,6 +246,7 @@ __global__ void CopyColumnsKernel(ConstTyped src, int64_t rows,
 
 __global__ void GatherRowsKernel(ConstTyped src, const int32_t* rows,
                                  int64_t num_rows, int64_t dim, Typed dst) {
+  BeginAfterPriorGrids();
   GRID_STRIDE_LOOP(i, num_rows * dim) {
     const int64_t r = i / dim, c = i % dim;
     StoreF32(dst.data, dst.type, i,
@@ -242,6 +256,7 @@ __global__ void GatherRowsKernel(ConstTyped src, const int32_t* rows,
 
 __global__ void AddScaledVectorKernel(Typed x, int64_t num_rows, int64_t dim,
                                       const float* v, float scale) {
+  BeginAfterPriorGrids();
   GRID_STRIDE_LOOP(i, num_rows * dim) {
     StoreF32(x.data, x.type, i,
              LoadF32(x.data, x.type, i) + scale * v[i % dim]);
@@ -249,6 +264,7 @@ __global__ void AddScaledVectorKernel(Typed x, int64_t num_rows, int64_t dim,
 }
 
 __global__ void ProjectOutKernel(Typed x, int64_t dim, const float* u) {
+  BeginAfterPriorGrids();
   __shared__ float scratch[kRowThreads / kWarpSize];
   const int64_t base = blockIdx.x * dim;
   float dot = 0.0f;
@@ -263,6 +279,19 @@ __global__ void ProjectOutKernel(Typed x, int64_t dim, const float* u) {
 }
 
 }  // namespace
+
+int KernelPtxVersion() {
+#if defined(TRIBUTARY_CUDA_EMULATION)
+  return 90;  // the emulation runs grids one after another
+#else
+  cudaFuncAttributes attributes{};
+  if (cudaFuncGetAttributes(&attributes, ConvertKernel) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return attributes.ptxVersion;
+#endif
+}
 
 void LaunchConvert(ConstTyped src, Typed dst, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;

@@ -52,6 +52,7 @@ __global__ void FlashAttentionKernel(const __nv_bfloat16* q, int64_t num_heads,
                                      const __nv_bfloat16* v_pool,
                                      int64_t block_size, float scale,
                                      __nv_bfloat16* out, DeviceLayout layout) {
+  BeginAfterPriorGrids();
   const int lane = threadIdx.x % kWarpSize;
   const int warp = threadIdx.x / kWarpSize;
   const int g = lane / 4, t = lane % 4;

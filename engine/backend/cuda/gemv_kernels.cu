@@ -78,6 +78,54 @@ __device__ __forceinline__ void LoadPairs(const __nv_bfloat16* p, bool there,
 #endif
 }
 
+// The same for a weight: read once, so it does not take a place in L1
+// (where x, read by every block, should stay).
+__device__ __forceinline__ void LoadWeightPairs(const __nv_bfloat16* p, bool there,
+                                                uint32_t (&out)[4]) {
+#if defined(TRIBUTARY_CUDA_EMULATION)
+  LoadPairs(p, there, out);
+#else
+  if (!there) {
+    out[0] = out[1] = out[2] = out[3] = 0;
+    return;
+  }
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(out[0]), "=r"(out[1]), "=r"(out[2]), "=r"(out[3])
+               : "l"(p));
+#endif
+}
+
+// The lane's rows of the block (g and g + 8, the last again past `rows`).
+__device__ __forceinline__ void LaneRows(const __nv_bfloat16* w_rows, int64_t rows,
+                                         int64_t in, const __nv_bfloat16*& wa,
+                                         const __nv_bfloat16*& wb) {
+  const int lane = threadIdx.x % kWarpSize;
+  const int g = lane / 4, t = lane % 4;
+  const int64_t row_a = g < rows ? g : rows - 1;
+  const int64_t row_b = g + 8 < rows ? g + 8 : rows - 1;
+  wa = w_rows + row_a * in + 8 * t;
+  wb = w_rows + row_b * in + 8 * t;
+}
+
+// Before BeginAfterPriorGrids (weights are written by no kernel): the
+// lane's first two chunks of its rows, into L2, so that under programmatic
+// launch the block's first loads are under way while the kernel before it
+// finishes.
+__device__ __forceinline__ void PrefetchFirstChunks(const __nv_bfloat16* w_rows,
+                                                    int64_t rows, int64_t in) {
+  const __nv_bfloat16 *wa, *wb;
+  LaneRows(w_rows, rows, in, wa, wb);
+  const int warp = threadIdx.x / kWarpSize;
+  const int t = threadIdx.x % 4;
+  for (int i = 0; i < 2; ++i) {
+    const int64_t k = (int64_t{warp} + int64_t{i} * kGemvWarps) * kGemvChunk;
+    if (k + 8 * t < in) {
+      PrefetchToL2(wa + k);
+      PrefetchToL2(wb + k);
+    }
+  }
+}
+
 // The sums y[t][r] = Σ_d x[t][d] · w_r[d] of the block's 16 rows (row r of
 // w at w_rows + r · in; rows past `rows` repeat the last, unstored) and the
 // step's tokens, into sums [kGemvRows][kGemvColumns] in shared memory.
@@ -90,10 +138,8 @@ __device__ __forceinline__ void BlockRowSums(const __nv_bfloat16* x, int64_t tok
   const int lane = threadIdx.x % kWarpSize;
   const int warp = threadIdx.x / kWarpSize;
   const int g = lane / 4, t = lane % 4;
-  const int64_t row_a = g < rows ? g : rows - 1;
-  const int64_t row_b = g + 8 < rows ? g + 8 : rows - 1;
-  const __nv_bfloat16* wa = w_rows + row_a * in + 8 * t;
-  const __nv_bfloat16* wb = w_rows + row_b * in + 8 * t;
+  const __nv_bfloat16 *wa, *wb;
+  LaneRows(w_rows, rows, in, wa, wb);
   const __nv_bfloat16* xg = x + (g < tokens ? g : 0) * in + 8 * t;
   const bool has_token = g < tokens;
   float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -103,11 +149,11 @@ __device__ __forceinline__ void BlockRowSums(const __nv_bfloat16* x, int64_t tok
     uint32_t a0[4], b0[4], x0[4], a1[4], b1[4], x1[4];
     const int64_t k1 = k0 + stride;
     const bool in0 = k0 + 8 * t < in, in1 = k1 + 8 * t < in;
-    LoadPairs(wa + k0, in0, a0);
-    LoadPairs(wb + k0, in0, b0);
+    LoadWeightPairs(wa + k0, in0, a0);
+    LoadWeightPairs(wb + k0, in0, b0);
     LoadPairs(xg + k0, in0 && has_token, x0);
-    LoadPairs(wa + k1, in1, a1);
-    LoadPairs(wb + k1, in1, b1);
+    LoadWeightPairs(wa + k1, in1, a1);
+    LoadWeightPairs(wb + k1, in1, b1);
     LoadPairs(xg + k1, in1 && has_token, x1);
     // Step one: dims 8t + 0 … 3; step two: 8t + 4 … 7 (the k map above).
     const uint32_t f00[4] = {a0[0], b0[0], a0[1], b0[1]};
@@ -138,16 +184,20 @@ __device__ __forceinline__ void BlockRowSums(const __nv_bfloat16* x, int64_t tok
   __syncthreads();
 }
 
+// At most 64 registers (ptxas sm_90: 56 and 64), so 4 blocks share a
+// multiprocessor; a __launch_bounds__ minimum of 4 made ptxas spill.
 __global__ void __launch_bounds__(kGemvWarps * kWarpSize)
 GemvKernel(const __nv_bfloat16* x, int64_t tokens, int64_t in, GemvGroup group) {
   const GemvTarget& target = TargetOfBlock(group);
   const int64_t out = target.out;
   const int64_t row0 = (blockIdx.x - target.first_block) * int64_t{kGemvRows};
   const int64_t rows = out - row0 < kGemvRows ? out - row0 : kGemvRows;
+  const __nv_bfloat16* w_rows = static_cast<const __nv_bfloat16*>(target.w) + row0 * in;
+  PrefetchFirstChunks(w_rows, rows, in);
+  BeginAfterPriorGrids();
   __shared__ float partial[kGemvWarps][kGemvRows][kGemvColumns];
   __shared__ float sums[kGemvRows][kGemvColumns];
-  BlockRowSums(x, tokens, in, static_cast<const __nv_bfloat16*>(target.w) + row0 * in,
-               rows, partial, sums);
+  BlockRowSums(x, tokens, in, w_rows, rows, partial, sums);
   for (int64_t i = threadIdx.x; i < rows * tokens; i += blockDim.x) {
     const int64_t t = i / rows, r = i % rows;
     StoreF32(target.y, static_cast<ElementType>(target.y_type), t * out + row0 + r,
@@ -159,12 +209,16 @@ GemvKernel(const __nv_bfloat16* x, int64_t tokens, int64_t in, GemvGroup group) 
 // rows sums the gate's rows, then the up's. Each product is rounded to out's
 // type before the SwiGLU, as GemvKernel's outputs would be stored, so the
 // result has SwiGluKernel's bits over GemvKernel's.
+// At most 64 registers (ptxas sm_90: 56 and 64), so 4 blocks share a
+// multiprocessor; a __launch_bounds__ minimum of 4 made ptxas spill.
 __global__ void __launch_bounds__(kGemvWarps * kWarpSize)
 GemvSwiGluKernel(const __nv_bfloat16* x, int64_t tokens, int64_t in,
                  const __nv_bfloat16* w_gate, const __nv_bfloat16* w_up,
                  int64_t rows_out, Typed out) {
   const int64_t row0 = blockIdx.x * int64_t{kGemvRows};
   const int64_t rows = rows_out - row0 < kGemvRows ? rows_out - row0 : kGemvRows;
+  PrefetchFirstChunks(w_gate + row0 * in, rows, in);
+  BeginAfterPriorGrids();
   __shared__ float partial[kGemvWarps][kGemvRows][kGemvColumns];
   __shared__ float gate[kGemvRows][kGemvColumns];
   __shared__ float up[kGemvRows][kGemvColumns];

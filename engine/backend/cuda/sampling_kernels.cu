@@ -402,6 +402,7 @@ __global__ void __launch_bounds__(kChooseThreads)
     ChooseTokensKernel(float* logits, int64_t vocab, const TokenChoice* choices,
                        TokenHistoryEntry* history, int32_t* ids,
                        TokenLogprobs* logprobs) {
+  BeginAfterPriorGrids();
   __shared__ ChooseScratch scratch;
   const TokenChoice choice = choices[blockIdx.x];
   float* const x = logits + blockIdx.x * vocab;

@@ -60,6 +60,7 @@ __global__ void SplitAttentionMmaKernel(const uint16_t* q, int64_t num_heads,
                                         uint16_t* out, float* partial_stats,
                                         float* partial_out, bool skip_flash,
                                         DeviceLayout layout) {
+  BeginAfterPriorGrids();
   const int lane = threadIdx.x % kWarpSize;
   const int warp = threadIdx.x / kWarpSize;
   const int g = lane / 4, t = lane % 4;

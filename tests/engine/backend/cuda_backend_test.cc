@@ -759,12 +759,17 @@ TEST_F(CudaBackendTest, CausalConvCarriesItsWindowAcrossSteps) {
 // with the backend's choices; the fast ones with runs of 8 keys and a
 // one-byte delta rule workspace (so that short test contexts are cut into
 // several runs and merged, and the chunked delta rule runs one chunk per
-// pass); and the straightforward ones.
+// pass); the straightforward ones; and, on a device only, the fast ones
+// launched with programmatic dependent launch (every kernel must wait for
+// the one before it: a kernel reading its inputs before that wait would
+// race here; the emulation runs grids one after another, so it has nothing
+// to add there).
 struct KernelForm {
   const char* name;
   bool straightforward;
   int64_t run_keys;
   size_t delta_rule_workspace_bytes;
+  bool programmatic_launch = false;
 };
 void PrintTo(const KernelForm& form, std::ostream* os) { *os << form.name; }
 class CudaKernelFormTest : public CudaBackendTest,
@@ -775,14 +780,25 @@ class CudaKernelFormTest : public CudaBackendTest,
     options.cuda_straightforward_kernels = GetParam().straightforward;
     options.cuda_attention_run_keys = GetParam().run_keys;
     options.cuda_delta_rule_workspace_bytes = GetParam().delta_rule_workspace_bytes;
+    options.cuda_programmatic_launch = GetParam().programmatic_launch;
     return options;
+  }
+  void SetUp() override {
+#if defined(TRIBUTARY_CUDA_EMULATION)
+    if (GetParam().programmatic_launch) {
+      GTEST_SKIP() << "the emulation runs grids one after another: "
+                      "programmatic launch is checked on a device";
+    }
+#endif
+    CudaBackendTest::SetUp();
   }
 };
 INSTANTIATE_TEST_SUITE_P(
     Forms, CudaKernelFormTest,
     ::testing::Values(KernelForm{"fast", false, 0, 0},
                       KernelForm{"fast_small_pieces", false, 8, 1},
-                      KernelForm{"straightforward", true, 0, 0}),
+                      KernelForm{"straightforward", true, 0, 0},
+                      KernelForm{"fast_programmatic", false, 0, 0, true}),
     [](const ::testing::TestParamInfo<KernelForm>& info) {
       return std::string(info.param.name);
     });

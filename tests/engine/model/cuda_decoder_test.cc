@@ -110,7 +110,7 @@ struct Synthetic {
 
 Synthetic MakeSynthetic(const std::string& preset, BackendKind kind,
                         ElementType cuda_activations, bool graphs = true,
-                        int64_t num_state_slots = 4) {
+                        int64_t num_state_slots = 4, bool programmatic_launch = false) {
   Synthetic s;
   auto model = ModelDirectory::Synthetic(preset);
   EXPECT_TRUE(model.ok()) << model.status();
@@ -121,6 +121,7 @@ Synthetic MakeSynthetic(const std::string& preset, BackendKind kind,
   options.num_threads = 2;
   options.cuda_activation_type = cuda_activations;
   options.cuda_graphs = graphs;
+  options.cuda_programmatic_launch = programmatic_launch;
   auto backend = CreateBackend(options);
   EXPECT_TRUE(backend.ok()) << backend.status();
   if (!backend.ok()) return s;
@@ -192,6 +193,57 @@ TEST(CudaDecoderTest, SyntheticModelAgreesWithTheCpu) {
     ASSERT_TRUE(c.ok() && g.ok());
     ExpectRowsClose(g->logits, c->logits, vocab, kF32Tolerance, "decode logits");
   }
+}
+
+// Kernels launched with programmatic dependent launch (each may start while
+// the one before it finishes, and must wait for it before reading) give the
+// bits of plain launches: a prefill, then decode steps as graphs. On the
+// emulation both run grids one after another; on a device a kernel reading
+// before its wait would show here.
+TEST(CudaDecoderTest, ProgrammaticLaunchGivesThePlainBits) {
+  SKIP_WITHOUT_DEVICE();
+  Synthetic early = MakeSynthetic("tiny", BackendKind::kCuda, ElementType::kBF16,
+                                  /*graphs=*/true, 4, /*programmatic_launch=*/true);
+  Synthetic plain = MakeSynthetic("tiny", BackendKind::kCuda, ElementType::kBF16);
+  ASSERT_TRUE(early.decoder && plain.decoder);
+  const int64_t lengths[] = {40, 9};  // 40: the flash kernel's (16 or more)
+  BatchLayout prefill;
+  std::vector<int32_t> ids;
+  for (int32_t s = 0; s < 2; ++s) {
+    prefill.sequences.push_back(Slice(static_cast<int64_t>(ids.size()), lengths[s], 0, s,
+                                      {4 * s, 4 * s + 1, 4 * s + 2, 4 * s + 3}));
+    for (int64_t i = 0; i < lengths[s]; ++i) {
+      ids.push_back(static_cast<int32_t>((i * 53 + 17 * s + 5) % 512));
+    }
+  }
+  auto step = [&](const BatchLayout& layout, const std::vector<int32_t>& step_ids) {
+    auto a = early.decoder->Forward(layout, step_ids, ForwardOptions{});
+    auto b = plain.decoder->Forward(layout, step_ids, ForwardOptions{});
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status() << " " << b.status();
+    ASSERT_EQ(a->logits, b->logits);
+    ASSERT_EQ(a->residual_stats, b->residual_stats);
+  };
+  ASSERT_NO_FATAL_FAILURE(step(prefill, ids));
+  for (int32_t i = 0; i < 4; ++i) {
+    BatchLayout layout;
+    std::vector<int32_t> step_ids;
+    for (int32_t s = 0; s < 2; ++s) {
+      layout.sequences.push_back(Slice(s, 1, lengths[s] + i, s,
+                                       {4 * s, 4 * s + 1, 4 * s + 2, 4 * s + 3}));
+      step_ids.push_back((i * 31 + s * 7) % 512);
+    }
+    ASSERT_NO_FATAL_FAILURE(step(layout, step_ids));
+  }
+#if defined(TRIBUTARY_TEST_CUDA_BACKEND)
+  // It took (a Hopper device, kernels built for it), and the decode steps
+  // ran as graphs captured with it, not as plain launches after a failed
+  // capture.
+  const auto* backend = static_cast<CudaBackend*>(early.backend.get());
+  EXPECT_TRUE(backend->programmatic_launch());
+  EXPECT_EQ(backend->graph_stats().captured, 1);
+  EXPECT_EQ(backend->graph_stats().replayed, 3);
+  EXPECT_EQ(backend->graph_stats().eager, 0);
+#endif
 }
 
 // Decode steps as CUDA graphs give the same bits as the same steps issued
