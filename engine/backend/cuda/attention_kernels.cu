@@ -278,27 +278,14 @@ __global__ void SplitAttentionKernel(ConstTyped q, int64_t num_heads,
   BeginAfterPriorGrids();
   const int lane = threadIdx.x % kWarpSize;
   const int warp = threadIdx.x / kWarpSize;
-  // Row `rank` of the split kernel's rows: every token, or with skip_flash
-  // the tokens the flash kernel leaves (DeviceLayout::split_tokens).
-  const int64_t rank = blockIdx.x;
-  const int64_t t = skip_flash ? layout.split_tokens[rank] : rank;
-  const int64_t group = num_heads / kv_heads;
-  const int64_t groups_per_kv = (group + kSplitGroupHeads - 1) / kSplitGroupHeads;
-  const int64_t kvh = blockIdx.y / groups_per_kv;
-  const int64_t heads_before = (blockIdx.y % groups_per_kv) * kSplitGroupHeads;
-  const int64_t first_head = kvh * group + heads_before;
-  const int64_t heads_here = group - heads_before < kSplitGroupHeads
-                                 ? group - heads_before
-                                 : kSplitGroupHeads;
+  const SplitBlock block = SplitBlockOf(layout, skip_flash, num_heads, kv_heads,
+                                       kSplitGroupHeads, min_run_keys, max_runs);
+  if (block.empty) return;  // the whole block: this token is shorter
+  const int64_t rank = block.rank, t = block.token, kvh = block.kvh;
+  const int64_t first_head = block.first_head, heads_here = block.heads_here;
+  const int64_t key_begin = block.key_begin, key_end = block.key_end;
+  const int64_t run = block.run, runs = block.runs;
   const DeviceSequence& seq = layout.sequences[layout.token_sequence[t]];
-  const int64_t num_keys = int64_t{layout.token_position[t]} + 1;
-  const int64_t run_keys = SplitRunKeys(num_keys, min_run_keys, max_runs);
-  const int64_t run = blockIdx.z;
-  const int64_t key_begin = run * run_keys;
-  if (key_begin >= num_keys) return;  // the whole block: this token is shorter
-  const int64_t key_end =
-      key_begin + run_keys < num_keys ? key_begin + run_keys : num_keys;
-  const int64_t runs = (num_keys + run_keys - 1) / run_keys;
   const int per = static_cast<int>((head_dim + kWarpSize - 1) / kWarpSize);
   const int64_t row = kv_heads * head_dim;
 

@@ -363,6 +363,42 @@ __device__ __forceinline__ int64_t SplitRunKeys(int64_t num_keys, int64_t min_ru
   return even > min_run_keys ? even : min_run_keys;
 }
 
+// What a block of either split attention kernel serves, from its grid
+// position (row rank, KV head · head groups, run): the row's token (every
+// token, or with skip_flash DeviceLayout::split_tokens[rank]), the query
+// heads first_head … first_head + heads_here − 1 of KV head kvh (groups of
+// heads_per_block), and the run's keys [key_begin, key_end) of the row's
+// num_keys, cut into `runs` runs. `empty`: the row is shorter than this
+// run (the whole block returns).
+struct SplitBlock {
+  int64_t rank, token, kvh, first_head, heads_here;
+  int64_t num_keys, run, runs, key_begin, key_end;
+  bool empty;
+};
+__device__ __forceinline__ SplitBlock SplitBlockOf(const DeviceLayout& layout,
+                                                   bool skip_flash, int64_t num_heads,
+                                                   int64_t kv_heads, int64_t heads_per_block,
+                                                   int64_t min_run_keys, int64_t max_runs) {
+  SplitBlock b;
+  b.rank = blockIdx.x;
+  b.token = skip_flash ? layout.split_tokens[b.rank] : b.rank;
+  const int64_t group = num_heads / kv_heads;
+  const int64_t groups_per_kv = (group + heads_per_block - 1) / heads_per_block;
+  b.kvh = blockIdx.y / groups_per_kv;
+  const int64_t heads_before = (blockIdx.y % groups_per_kv) * heads_per_block;
+  b.first_head = b.kvh * group + heads_before;
+  b.heads_here = group - heads_before < heads_per_block ? group - heads_before
+                                                        : heads_per_block;
+  b.num_keys = int64_t{layout.token_position[b.token]} + 1;
+  const int64_t run_keys = SplitRunKeys(b.num_keys, min_run_keys, max_runs);
+  b.run = blockIdx.z;
+  b.key_begin = b.run * run_keys;
+  b.empty = b.key_begin >= b.num_keys;
+  b.key_end = b.key_begin + run_keys < b.num_keys ? b.key_begin + run_keys : b.num_keys;
+  b.runs = (b.num_keys + run_keys - 1) / run_keys;
+  return b;
+}
+
 // The pool row of position p of a sequence (row = block · block_size +
 // p mod block_size).
 __device__ __forceinline__ int64_t CacheRow(const DeviceLayout& layout,

@@ -162,9 +162,7 @@ __global__ void FlashAttentionKernel(const __nv_bfloat16* q, int64_t num_heads,
       }
     }
     // Scale and mask (a key after the row's position, or past the tile's
-    // keys, or a padded row), and the rows' new maxima over the group's 4
-    // lanes.
-    float tile_max[2] = {-INFINITY, -INFINITY};
+    // keys, or a padded row), then the softmax step.
 #pragma unroll
     for (int n = 0; n < kFlashKeys / 8; ++n) {
 #pragma unroll
@@ -173,39 +171,11 @@ __global__ void FlashAttentionKernel(const __nv_bfloat16* q, int64_t num_heads,
         const int64_t key = key0 + n * 8 + 2 * t + (i & 1);
         const bool visible = valid[r] && key <= position[r];
         s[n][i] = visible ? s[n][i] * scale : -INFINITY;
-        tile_max[r] = fmaxf(tile_max[r], s[n][i]);
       }
     }
     float correction[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-      const float new_max = fmaxf(running_max[r], tile_max[r]);
-      // A row with no visible key yet keeps −∞; exponents then use 0 so
-      // that −∞ − −∞ never makes a NaN.
-      const float reference = new_max == -INFINITY ? 0.0f : new_max;
-      correction[r] = expf(running_max[r] - reference);
-      running_max[r] = new_max;
-      partial_sum[r] *= correction[r];
-    }
-    // Probabilities, packed as the A fragments of P [16 × 32] (two k-steps
-    // of 16 keys): n-tiles 2kk and 2kk + 1 are the two column halves.
-    uint32_t pa[kFlashKeys / 16][4];
-#pragma unroll
-    for (int n = 0; n < kFlashKeys / 8; ++n) {
-      float p[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = i >> 1;
-        const float reference = running_max[r] == -INFINITY ? 0.0f : running_max[r];
-        p[i] = expf(s[n][i] - reference);
-        partial_sum[r] += p[i];
-      }
-      const int kk = n / 2, upper = n % 2;
-      pa[kk][2 * upper] = PackBf16x2(p[0], p[1]);
-      pa[kk][2 * upper + 1] = PackBf16x2(p[2], p[3]);
-    }
+    uint32_t pa[kFlashKeys / 16][4];  // P [16 × 32]: two k-steps of 16 keys
+    OnlineSoftmaxTile(s, running_max, partial_sum, correction, pa);
     // O ← O · correction + P V, 8 output dims per n-tile.
 #pragma unroll
     for (int n = 0; n < kMaxDimTiles; ++n) {

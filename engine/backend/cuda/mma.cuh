@@ -15,6 +15,7 @@
 #ifndef TRIBUTARY_ENGINE_BACKEND_CUDA_MMA_CUH_
 #define TRIBUTARY_ENGINE_BACKEND_CUDA_MMA_CUH_
 
+#include <cmath>
 #include <cstdint>
 
 #include "engine/backend/cuda/device_common.cuh"
@@ -81,6 +82,56 @@ __device__ __forceinline__ void MmaBf16(float (&d)[4], const uint32_t (&a)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
         "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
 #endif
+}
+
+// One key tile's step of an online softmax over scores held as C fragments
+// (rows g and g + 8 of the lane, columns 2t and 2t + 1 of each 8-key
+// n-tile), already scaled, with masked keys at −∞: updates each row's
+// running max and this lane's share of its denominator, returns in
+// `correction` the factor the row's output accumulators must take
+// (e^(old max − new max)), and packs the probabilities as the A fragments of
+// P for the P V product (n-tiles 2kk and 2kk + 1 are k-step kk's two column
+// halves). A row with no visible key yet keeps max −∞; its exponents then
+// use 0, so that −∞ − −∞ never makes a NaN. The flash and the tensor-core
+// split attention kernels share it.
+template <int kNTiles>
+__device__ __forceinline__ void OnlineSoftmaxTile(const float (&s)[kNTiles][4],
+                                                  float (&running_max)[2],
+                                                  float (&partial_sum)[2],
+                                                  float (&correction)[2],
+                                                  uint32_t (&pa)[kNTiles / 2][4]) {
+  static_assert(kNTiles % 2 == 0, "P's k-steps are pairs of n-tiles");
+  float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int n = 0; n < kNTiles; ++n) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) tile_max[i >> 1] = fmaxf(tile_max[i >> 1], s[n][i]);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    // The row's 4 lanes (t) hold its columns.
+    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+    const float new_max = fmaxf(running_max[r], tile_max[r]);
+    const float reference = new_max == -INFINITY ? 0.0f : new_max;
+    correction[r] = expf(running_max[r] - reference);  // 0 at a row's first keys
+    running_max[r] = new_max;
+    partial_sum[r] *= correction[r];
+  }
+#pragma unroll
+  for (int n = 0; n < kNTiles; ++n) {
+    float p[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = i >> 1;
+      const float reference = running_max[r] == -INFINITY ? 0.0f : running_max[r];
+      p[i] = expf(s[n][i] - reference);
+      partial_sum[r] += p[i];
+    }
+    const int kk = n / 2, upper = n % 2;
+    pa[kk][2 * upper] = PackBf16x2(p[0], p[1]);
+    pa[kk][2 * upper + 1] = PackBf16x2(p[2], p[3]);
+  }
 }
 
 }  // namespace cuda

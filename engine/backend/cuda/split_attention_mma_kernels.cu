@@ -64,24 +64,15 @@ __global__ void SplitAttentionMmaKernel(const uint16_t* q, int64_t num_heads,
   const int lane = threadIdx.x % kWarpSize;
   const int warp = threadIdx.x / kWarpSize;
   const int g = lane / 4, t = lane % 4;
-  const int64_t rank = blockIdx.x;
-  const int64_t token = skip_flash ? layout.split_tokens[rank] : rank;
-  const int64_t group = num_heads / kv_heads;
-  const int64_t groups_per_kv = (group + kMmaHeads - 1) / kMmaHeads;
-  const int64_t kvh = blockIdx.y / groups_per_kv;
-  const int64_t heads_before = (blockIdx.y % groups_per_kv) * kMmaHeads;
-  const int64_t first_head = kvh * group + heads_before;
-  const int heads_here = static_cast<int>(
-      group - heads_before < kMmaHeads ? group - heads_before : kMmaHeads);
+  const SplitBlock block = SplitBlockOf(layout, skip_flash, num_heads, kv_heads,
+                                       kMmaHeads, min_run_keys, max_runs);
+  if (block.empty) return;  // the whole block: this row is shorter
+  const int64_t rank = block.rank, token = block.token, kvh = block.kvh;
+  const int64_t first_head = block.first_head;
+  const int heads_here = static_cast<int>(block.heads_here);
+  const int64_t key_begin = block.key_begin, key_end = block.key_end;
+  const int64_t run = block.run, runs = block.runs;
   const DeviceSequence& seq = layout.sequences[layout.token_sequence[token]];
-  const int64_t num_keys = int64_t{layout.token_position[token]} + 1;
-  const int64_t run_keys = SplitRunKeys(num_keys, min_run_keys, max_runs);
-  const int64_t run = blockIdx.z;
-  const int64_t key_begin = run * run_keys;
-  if (key_begin >= num_keys) return;  // the whole block: this row is shorter
-  const int64_t key_end =
-      key_begin + run_keys < num_keys ? key_begin + run_keys : num_keys;
-  const int64_t runs = (num_keys + run_keys - 1) / run_keys;
   const int k_steps = static_cast<int>(head_dim / 16);
   const int dim_tiles = static_cast<int>(head_dim / 8);
   const int64_t kv_row = kv_heads * head_dim;
@@ -148,57 +139,37 @@ __global__ void SplitAttentionMmaKernel(const uint16_t* q, int64_t num_heads,
     // (2) The tile is staged (every lane's copies).
     __syncwarp();
 
-    // Scores of the 16 heads against the tile's 16 keys: 2 n-tiles of 8.
+    // Scores of the 16 heads against the tile's 16 keys: 2 n-tiles of 8,
+    // the k-steps outermost (the n-tiles' products independent neighbours).
     float s[kMmaKeys / 8][4];
 #pragma unroll
     for (int n = 0; n < kMmaKeys / 8; ++n) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) s[n][i] = 0.0f;
+    }
 #pragma unroll
-      for (int ks = 0; ks < kMaxKSteps; ++ks) {
-        if (ks >= k_steps) break;
+    for (int ks = 0; ks < kMaxKSteps; ++ks) {
+      if (ks >= k_steps) break;
+#pragma unroll
+      for (int n = 0; n < kMmaKeys / 8; ++n) {
         const uint32_t b[2] = {keys[n * 8 + g][8 * ks + t], keys[n * 8 + g][8 * ks + 4 + t]};
         MmaBf16(s[n], qa[ks], b, s[n]);
       }
     }
-    // Scale and mask the keys past the run, and the heads' new maxima over
-    // the group's 4 lanes.
-    float tile_max[2] = {-INFINITY, -INFINITY};
+    // Scale and mask the keys past the run (the tile's first key is in it,
+    // so every head's max is finite after the first tile), then the
+    // softmax step; P [16 heads × 16 keys] is one k-step.
 #pragma unroll
     for (int n = 0; n < kMmaKeys / 8; ++n) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const int r = i >> 1;
         const int64_t key = key0 + n * 8 + 2 * t + (i & 1);
         s[n][i] = key < key_end ? s[n][i] * scale : -INFINITY;
-        tile_max[r] = fmaxf(tile_max[r], s[n][i]);
       }
     }
     float correction[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-      // The tile's first key is in the run, so the new max is finite.
-      const float new_max = fmaxf(running_max[r], tile_max[r]);
-      correction[r] = expf(running_max[r] - new_max);  // 0 at the first tile
-      running_max[r] = new_max;
-      partial_sum[r] *= correction[r];
-    }
-    // Probabilities as the A fragment of P [16 × 16 keys]: n-tile 0 gives
-    // registers 0 and 1 (keys 2t, 2t + 1), n-tile 1 registers 2 and 3.
-    uint32_t pa[4];
-#pragma unroll
-    for (int n = 0; n < kMmaKeys / 8; ++n) {
-      float p[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        p[i] = expf(s[n][i] - running_max[i >> 1]);
-        partial_sum[i >> 1] += p[i];
-      }
-      pa[2 * n] = PackBf16x2(p[0], p[1]);
-      pa[2 * n + 1] = PackBf16x2(p[2], p[3]);
-    }
+    uint32_t pa[1][4];
+    OnlineSoftmaxTile(s, running_max, partial_sum, correction, pa);
     // O ← O · correction + P V, 8 output dims per n-tile: B holds V at
     // keys 2t, 2t + 1 (register 0) and 2t + 8, 2t + 9 (register 1), dim g.
 #pragma unroll
@@ -217,7 +188,7 @@ __global__ void SplitAttentionMmaKernel(const uint16_t* q, int64_t num_heads,
       };
       const uint32_t b[2] = {half(2 * t) | (half(2 * t + 1) << 16),
                              half(2 * t + 8) | (half(2 * t + 9) << 16)};
-      MmaBf16(o[n], pa, b, o[n]);
+      MmaBf16(o[n], pa[0], b, o[n]);
     }
   }
 
