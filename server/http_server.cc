@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "engine/base/logging.h"
+#include "engine/tokenizer/utf8.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "server/http_reply.h"
@@ -260,14 +261,14 @@ void HttpApiServer::Handle(const httplib::Request& request,
     is_models = true;
   } else {
     reply_error(
-        HttpError(404, absl::StrCat("no such endpoint: ", path.substr(0, 100))),
+        HttpError(404, absl::StrCat("no such endpoint: ", Utf8Excerpt(path, 100))),
         *id);
     return;
   }
   const std::string& method = request.method;
   if (method != (is_models ? "GET" : "POST")) {
     OpenAiError e = HttpError(
-        405, absl::StrCat(method.substr(0, 16), " is not allowed on ", path,
+        405, absl::StrCat(Utf8Excerpt(method, 16), " is not allowed on ", path,
                           "; use ", is_models ? "GET" : "POST"));
     reply_error(e, *id);
     return;
@@ -308,7 +309,7 @@ void HttpApiServer::FillLibraryError(const httplib::Request& request,
       message = "malformed HTTP request";
       break;
     case 404:
-      message = absl::StrCat("no such endpoint: ", request.path.substr(0, 100));
+      message = absl::StrCat("no such endpoint: ", Utf8Excerpt(request.path, 100));
       break;
     case 413:
       message = absl::StrCat("the body is larger than ",

@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "engine/tokenizer/utf8.h"
 
 namespace tributary {
 namespace {
@@ -280,7 +281,7 @@ std::optional<OpenAiError> ParseOpenAiRequest(const std::string& body_text,
     e.http_status = 404;
     e.param = "model";
     e.code = "model_not_found";
-    e.message = absl::StrCat("the model \"", model->get<std::string>().substr(0, 64),
+    e.message = absl::StrCat("the model \"", Utf8Excerpt(model->get<std::string>(), 64),
                              "\" does not exist; this server serves \"",
                              served_model, "\"");
     return e;

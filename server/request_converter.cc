@@ -101,7 +101,7 @@ absl::StatusOr<std::vector<float>> RequestConverter::ResolveDirection(
           vectors_ != nullptr ? vectors_->Find(direction.name()) : nullptr;
       if (v == nullptr) {
         return Invalid(absl::StrCat(
-            field, ".name = \"", direction.name().substr(0, 64),
+            field, ".name = \"", Utf8Excerpt(direction.name(), 64),
             "\" is not a loaded vector (GetModelInfo.steering_vector_names)"));
       }
       return *v;
@@ -201,7 +201,7 @@ absl::StatusOr<std::vector<int32_t>> RequestConverter::EncodeChat(
     const v1::ChatMessage& m = chat.messages(i);
     if (m.role() != "system" && m.role() != "user" && m.role() != "assistant") {
       return Invalid(absl::StrCat("chat.messages[", i, "].role = \"",
-                                  m.role().substr(0, 32),
+                                  Utf8Excerpt(m.role(), 32),
                                   "\" must be system, user or assistant"));
     }
     ChatMessage message{m.role(), m.content(), std::nullopt};

@@ -62,6 +62,13 @@ absl::Status ValidateUtf8(absl::string_view text) {
   return absl::OkStatus();
 }
 
+std::string Utf8Excerpt(absl::string_view text, size_t max_bytes) {
+  std::string out;
+  // Not final: a valid but unfinished sequence at the cut is dropped.
+  (void)AppendUtf8Lossy(text.substr(0, max_bytes), /*final=*/max_bytes >= text.size(), &out);
+  return out;
+}
+
 void AppendUtf8(char32_t cp, std::string* out) {
   if (cp < 0x80) {
     out->push_back(static_cast<char>(cp));

@@ -41,6 +41,12 @@ void AppendUtf8(char32_t code_point, std::string* out);
 // the end is not consumed. Returns the number of bytes consumed.
 size_t AppendUtf8Lossy(absl::string_view bytes, bool final, std::string* out);
 
+// An excerpt of `text` to quote in a message: its first max_bytes bytes,
+// less a character cut at the end, each ill-formed subsequence replaced by
+// U+FFFD, so that the message stays well-formed UTF-8 whatever the client
+// sent (a plain substr can cut a character in two).
+std::string Utf8Excerpt(absl::string_view text, size_t max_bytes);
+
 // NFC of valid UTF-8 text (utf8proc). ASCII-only text is returned unchanged
 // without calling utf8proc.
 absl::StatusOr<std::string> NormalizeNfc(absl::string_view text);

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "engine/tokenizer/utf8.h"
 #include "gtest/gtest.h"
 #include "server/openai_protocol.h"
 #include "server/reasoning_parser.h"
@@ -64,6 +66,24 @@ TEST(ReasoningParserTest, HoldsBackOnlyAPossibleTag) {
   ReasoningDelta d = parser.Feed("</think>x");
   EXPECT_EQ(d.reasoning, "");
   EXPECT_EQ(d.content, "x");
+}
+
+// An unknown model's name is quoted in the error cut at 64 bytes, never in
+// the middle of a character (the message must stay UTF-8 for the JSON
+// reply; found by openai_request_fuzzer).
+TEST(OpenAiProtocolTest, AnUnknownModelNameIsQuotedInWholeCharacters) {
+  std::string name(63, 'x');
+  name += "\u080d\u080d";  // 3 bytes each in UTF-8: the 64-byte cut falls inside
+  OpenAiRequest r;
+  auto e = ParseOpenAiRequest(absl::StrCat(R"({"model": ")", name, R"(", "prompt": "a"})"),
+                              OpenAiEndpoint::kCompletions, "m", &r);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->http_status, 404);
+  EXPECT_EQ(e->param, "model");
+  EXPECT_TRUE(ValidateUtf8(e->message).ok()) << e->message;
+  EXPECT_NE(e->message.find("\"" + std::string(63, 'x') + "\""), std::string::npos)
+      << e->message;
+  EXPECT_NO_THROW((void)e->ToJson().dump());
 }
 
 TEST(OpenAiProtocolTest, ParsesAChatRequest) {

@@ -152,5 +152,21 @@ TEST(Utf8Test, LossyUsesMaximalSubparts) {
   EXPECT_EQ(out, "ab");
 }
 
+// Quoting a client's text in a message: the cut never splits a character,
+// and whatever bytes came in, what goes out is well-formed UTF-8.
+TEST(Utf8Test, AnExcerptIsWholeCharacters) {
+  const std::string text = "ab\xE0\xA0\x8D" "cd";  // a, b, U+080D (3 bytes), c, d
+  EXPECT_EQ(Utf8Excerpt(text, 2), "ab");
+  EXPECT_EQ(Utf8Excerpt(text, 3), "ab");  // not "ab\xE0"
+  EXPECT_EQ(Utf8Excerpt(text, 4), "ab");
+  EXPECT_EQ(Utf8Excerpt(text, 5), "ab\xE0\xA0\x8D");
+  EXPECT_EQ(Utf8Excerpt(text, 100), text);
+  EXPECT_EQ(Utf8Excerpt("x\xFFy", 100), "x\xEF\xBF\xBDy");
+  EXPECT_EQ(Utf8Excerpt("x\xE0\xA0", 100), "x\xEF\xBF\xBD");  // cut by the client
+  for (size_t n = 0; n <= text.size(); ++n) {
+    EXPECT_TRUE(ValidateUtf8(Utf8Excerpt(text, n)).ok()) << n;
+  }
+}
+
 }  // namespace
 }  // namespace tributary
