@@ -70,7 +70,7 @@ TEST(ReasoningParserTest, HoldsBackOnlyAPossibleTag) {
 
 // An unknown model's name is quoted in the error cut at 64 bytes, never in
 // the middle of a character (the message must stay UTF-8 for the JSON
-// reply; found by openai_request_fuzzer).
+// reply; found by request_fuzzer).
 TEST(OpenAiProtocolTest, AnUnknownModelNameIsQuotedInWholeCharacters) {
   std::string name(63, 'x');
   name += "\u080d\u080d";  // 3 bytes each in UTF-8: the 64-byte cut falls inside

@@ -1,4 +1,4 @@
-#include "tests/fuzz/openai_request_properties.h"
+#include "tests/fuzz/request_properties.h"
 
 #include <filesystem>
 #include <optional>
@@ -11,9 +11,9 @@
 
 namespace tributary {
 
-absl::StatusOr<std::unique_ptr<OpenAiRequestProperties>> OpenAiRequestProperties::Create(
+absl::StatusOr<std::unique_ptr<RequestProperties>> RequestProperties::Create(
     const std::string& model_dir) {
-  std::unique_ptr<OpenAiRequestProperties> p(new OpenAiRequestProperties);
+  std::unique_ptr<RequestProperties> p(new RequestProperties);
   p->served_model_ = std::filesystem::path(model_dir).filename().string();
   ASSIGN_OR_RETURN(p->config_, LoadModelConfig(model_dir));
   ASSIGN_OR_RETURN(p->tokenizer_, Tokenizer::Load(model_dir));
@@ -26,11 +26,19 @@ absl::StatusOr<std::unique_ptr<OpenAiRequestProperties>> OpenAiRequestProperties
   return p;
 }
 
-std::string OpenAiRequestProperties::Outcome(const uint8_t* data, size_t size) const {
+std::string RequestProperties::Outcome(const uint8_t* data, size_t size) const {
   if (size == 0) return "empty";
+  const char* rest = reinterpret_cast<const char*>(data) + 1;
+  if ((data[0] & 2) != 0) {
+    // The gRPC API: a serialized GenerateRequest (one that does not parse is
+    // refused by gRPC before the service sees it).
+    v1::GenerateRequest request;
+    if (!request.ParseFromArray(rest, static_cast<int>(size - 1))) return "unparsed";
+    return ConversionOutcome(request, std::nullopt);
+  }
   const OpenAiEndpoint endpoint = (data[0] & 1) != 0 ? OpenAiEndpoint::kChatCompletions
                                                      : OpenAiEndpoint::kCompletions;
-  const std::string body(reinterpret_cast<const char*>(data) + 1, size - 1);
+  const std::string body(rest, size - 1);
   OpenAiRequest request;
   std::optional<OpenAiError> error =
       ParseOpenAiRequest(body, endpoint, served_model_, &request);
@@ -47,7 +55,12 @@ std::string OpenAiRequestProperties::Outcome(const uint8_t* data, size_t size) c
     return absl::StrCat("refused ", error->http_status, " ", error->param, ": ",
                         error->message);
   }
-  absl::StatusOr<GenerateRequest> converted = converter_->ToEngine(request.generate);
+  return ConversionOutcome(request.generate, endpoint);
+}
+
+std::string RequestProperties::ConversionOutcome(
+    const v1::GenerateRequest& request, std::optional<OpenAiEndpoint> endpoint) const {
+  absl::StatusOr<GenerateRequest> converted = converter_->ToEngine(request);
   if (!converted.ok()) {
     const absl::Status& s = converted.status();
     if (s.code() != absl::StatusCode::kInvalidArgument &&
@@ -59,7 +72,8 @@ std::string OpenAiRequestProperties::Outcome(const uint8_t* data, size_t size) c
     if (!ValidateUtf8(s.message()).ok()) {
       return "property broken: a conversion error whose message is not UTF-8";
     }
-    const OpenAiError mapped = ToOpenAiError(s, endpoint);
+    if (!endpoint.has_value()) return absl::StrCat("invalid: ", s.message());
+    const OpenAiError mapped = ToOpenAiError(s, *endpoint);
     if (mapped.http_status < 400 || mapped.http_status > 499) {
       return absl::StrCat("property broken: a conversion error mapped to HTTP ",
                           mapped.http_status);
@@ -69,10 +83,10 @@ std::string OpenAiRequestProperties::Outcome(const uint8_t* data, size_t size) c
   if (converted->prompt_ids.empty() && !converted->prompt_text.has_value()) {
     return "property broken: an accepted request without a prompt";
   }
-  return absl::StrCat("accepted ", request.generate.ShortDebugString());
+  return absl::StrCat("accepted ", request.ShortDebugString());
 }
 
-std::string OpenAiRequestProperties::Check(const uint8_t* data, size_t size) const {
+std::string RequestProperties::Check(const uint8_t* data, size_t size) const {
   const std::string first = Outcome(data, size);
   if (first.rfind("property broken", 0) == 0) return first;
   const std::string second = Outcome(data, size);
