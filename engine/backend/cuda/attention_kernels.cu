@@ -467,10 +467,8 @@ void LaunchSplitAttention(ConstTyped q, int64_t num_rows, int64_t num_heads,
                           bool skip_flash, const DeviceLayout& layout,
                           cudaStream_t stream) {
   if (num_rows <= 0 || num_heads <= 0) return;
-  const int64_t group = num_heads / kv_heads;
-  const int64_t groups_per_kv = (group + kSplitGroupHeads - 1) / kSplitGroupHeads;
   const dim3 grid(static_cast<unsigned>(num_rows),
-                  static_cast<unsigned>(kv_heads * groups_per_kv),
+                  static_cast<unsigned>(SplitBlocksPerRow(num_heads, kv_heads, kSplitGroupHeads)),
                   static_cast<unsigned>(max_runs));
   TRIBUTARY_LAUNCH(SplitAttentionKernel, grid, kSplitWarps * kWarpSize, stream)(
       q, num_heads, kv_heads, head_dim, k_pool, v_pool, block_size, scale,

@@ -199,6 +199,12 @@ void LaunchPagedAttention(ConstTyped q, int64_t num_tokens, int64_t num_heads,
 // partial buffers may be null when max_runs is 1.
 constexpr int64_t kSplitAttentionMaxHeadDim = 256;
 constexpr int64_t kSplitAttentionHeadsPerBlock = 8;
+// A split kernel's blocks per row and run (its grid's y): one per KV head
+// and group of up to heads_per_block of that KV head's query heads.
+inline int64_t SplitBlocksPerRow(int64_t num_heads, int64_t kv_heads,
+                                 int64_t heads_per_block) {
+  return kv_heads * ((num_heads / kv_heads + heads_per_block - 1) / heads_per_block);
+}
 void LaunchSplitAttention(ConstTyped q, int64_t num_rows, int64_t num_heads,
                           int64_t kv_heads, int64_t head_dim, ConstTyped k_pool,
                           ConstTyped v_pool, int64_t block_size, float scale,
