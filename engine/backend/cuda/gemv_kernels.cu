@@ -59,7 +59,9 @@ __device__ __forceinline__ const GemvTarget& TargetOfBlock(const GemvGroup& grou
 }
 
 // 16 bytes (8 bf16) at p as four registers of bf16 pairs, the lower index in
-// the low half; zeros when `there` is false.
+// the low half; zeros when `there` is false. kPastL1: a weight, read once,
+// so it does not take a place in L1 (where x, read by every block, stays).
+template <bool kPastL1>
 __device__ __forceinline__ void LoadPairs(const __nv_bfloat16* p, bool there,
                                           uint32_t (&out)[4]) {
   if (!there) {
@@ -70,30 +72,20 @@ __device__ __forceinline__ void LoadPairs(const __nv_bfloat16* p, bool there,
   ::tributary::cuda_emulation::CheckAligned16(p);
   for (int i = 0; i < 4; ++i) out[i] = PackBits(p[2 * i].bits, p[2 * i + 1].bits);
 #else
-  const uint4 raw = *reinterpret_cast<const uint4*>(p);
-  out[0] = raw.x;
-  out[1] = raw.y;
-  out[2] = raw.z;
-  out[3] = raw.w;
-#endif
-}
-
-// The same for a weight: read once, so it does not take a place in L1
-// (where x, read by every block, should stay).
-__device__ __forceinline__ void LoadWeightPairs(const __nv_bfloat16* p, bool there,
-                                                uint32_t (&out)[4]) {
-#if defined(TRIBUTARY_CUDA_EMULATION)
-  LoadPairs(p, there, out);
-#else
-  if (!there) {
-    out[0] = out[1] = out[2] = out[3] = 0;
-    return;
+  if constexpr (kPastL1) {
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+        : "=r"(out[0]), "=r"(out[1]), "=r"(out[2]), "=r"(out[3])
+        : "l"(p));
+  } else {
+    const uint4 raw = *reinterpret_cast<const uint4*>(p);
+    out[0] = raw.x;
+    out[1] = raw.y;
+    out[2] = raw.z;
+    out[3] = raw.w;
   }
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(out[0]), "=r"(out[1]), "=r"(out[2]), "=r"(out[3])
-               : "l"(p));
 #endif
 }
+constexpr bool kWeight = true, kInput = false;
 
 // The lane's rows of the block (g and g + 8, the last again past `rows`).
 __device__ __forceinline__ void LaneRows(const __nv_bfloat16* w_rows, int64_t rows,
@@ -149,12 +141,12 @@ __device__ __forceinline__ void BlockRowSums(const __nv_bfloat16* x, int64_t tok
     uint32_t a0[4], b0[4], x0[4], a1[4], b1[4], x1[4];
     const int64_t k1 = k0 + stride;
     const bool in0 = k0 + 8 * t < in, in1 = k1 + 8 * t < in;
-    LoadWeightPairs(wa + k0, in0, a0);
-    LoadWeightPairs(wb + k0, in0, b0);
-    LoadPairs(xg + k0, in0 && has_token, x0);
-    LoadWeightPairs(wa + k1, in1, a1);
-    LoadWeightPairs(wb + k1, in1, b1);
-    LoadPairs(xg + k1, in1 && has_token, x1);
+    LoadPairs<kWeight>(wa + k0, in0, a0);
+    LoadPairs<kWeight>(wb + k0, in0, b0);
+    LoadPairs<kInput>(xg + k0, in0 && has_token, x0);
+    LoadPairs<kWeight>(wa + k1, in1, a1);
+    LoadPairs<kWeight>(wb + k1, in1, b1);
+    LoadPairs<kInput>(xg + k1, in1 && has_token, x1);
     // Step one: dims 8t + 0 … 3; step two: 8t + 4 … 7 (the k map above).
     const uint32_t f00[4] = {a0[0], b0[0], a0[1], b0[1]};
     const uint32_t g00[2] = {x0[0], x0[1]};
