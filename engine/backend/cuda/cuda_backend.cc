@@ -129,7 +129,9 @@ absl::Status CudaBackend::Init() {
                                   static_cast<double>(size_t{1} << 30),
                               " GiB, sm_", prop.major, prop.minor);
   multiprocessors_ = std::max(1, prop.multiProcessorCount);
-  compute_major_ = prop.major;
+  // Whether the kernels wait under programmatic launch: a Hopper device,
+  // and kernels built for it (read once: the benchmark toggles it per step).
+  programmatic_launch_possible_ = prop.major >= 9 && cuda::KernelPtxVersion() >= 90;
   cudaStream_t stream = nullptr;
   RETURN_IF_ERROR(CudaStatus(
       cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
@@ -399,7 +401,7 @@ void CudaBackend::set_programmatic_launch(bool on) {
   // Only where the kernels wait (built for sm_90 or later, on such a
   // device); and refused with 64 streams on at once. The launches stay
   // plain then, and the option reads false.
-  if (on && (compute_major_ < 9 || cuda::KernelPtxVersion() < 90)) on = false;
+  if (!programmatic_launch_possible_) on = false;
   options_.programmatic_launch = cuda::SetProgrammaticLaunch(stream_, on) && on;
 }
 
@@ -816,9 +818,9 @@ void CudaBackend::SwiGlu(const Tensor& gate, const Tensor& up,
 void CudaBackend::GateUpSwiGlu(const Tensor& x, const Tensor& w_gate,
                                const Tensor& w_up, const Tensor& gate,
                                const Tensor& up, const Tensor& out) {
-  // The few-token kernel's fused form when it takes both products: a warp
-  // per output row sums the gate's and the up's row, so neither product is
-  // stored and the SwiGLU is no launch of its own.
+  // The few-token kernel's fused form when it takes both products: a block
+  // per 16 output rows sums the gate's rows, then the up's, so neither
+  // product is stored and the SwiGLU is no launch of its own.
   // The kernel rounds both products to out's type, as storing them in gate
   // and up would when the three share it.
   const bool fused = TakesGemv(x, w_gate) && TakesGemv(x, w_up) &&
@@ -1196,8 +1198,8 @@ void CudaBackend::PagedAttention(const Tensor& q, const Tensor& k_pool,
     min_run_keys = 64;
     const int64_t heads_per_block = tensor_cores ? cuda::kSplitAttentionMmaHeadsPerBlock
                                         : cuda::kSplitAttentionHeadsPerBlock;
-    const int64_t pairs = split_tokens * kv_heads *
-                          ((heads / kv_heads + heads_per_block - 1) / heads_per_block);
+    const int64_t pairs =
+        split_tokens * cuda::SplitBlocksPerRow(heads, kv_heads, heads_per_block);
     // Rounded down: one full wave rather than a second one part filled
     // (batch 64 of the 27B: 2 runs, 512 blocks for 528 places, not 3).
     const int64_t blocks_wanted = (tensor_cores ? 4 : 2) * multiprocessors_;

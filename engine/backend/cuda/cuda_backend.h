@@ -66,9 +66,10 @@ struct CudaBackendOptions {
   // attention, the tiled and chunked delta rule, the few-token product):
   // the baseline for side-by-side measurements.
   bool straightforward_kernels = false;
-  // Keys per run of the split attention; 0 chooses per call, enough runs to
-  // give every multiprocessor two blocks (at least 64 keys a run). Tests set
-  // it small to exercise the merge.
+  // The shortest run of keys of the split attention; 0 chooses per call (as
+  // many runs as fill the multiprocessors, at least 64 keys each). Either
+  // way each token's keys are cut into runs of equal length (SplitRunKeys).
+  // Tests set it small to exercise the merge.
   int64_t attention_run_keys = 0;
   // The most bytes of per-chunk intermediates of the chunked delta rule
   // (U, W, P and the decay sums of each 64-token chunk, about 80 KiB per
@@ -266,7 +267,7 @@ class CudaBackend final : public Backend {
   void* cublas_workspace_ = nullptr;
   std::unique_ptr<DeviceLayoutBuffer> layout_;
   int multiprocessors_ = 1;
-  int compute_major_ = 0;  // the device's compute capability, major
+  bool programmatic_launch_possible_ = false;  // set by Init
   // The most keys a token of this step attends to (its position + 1), and
   // the same and the token count over the sequences the flash kernel may
   // take no part in (fewer than kFlashMinTokens new tokens).
