@@ -1,15 +1,17 @@
 # The two README commands live here. Each does all of its own set-up.
 #   make test   install dependencies, build (Release), run every test, then
-#               build every test again under AddressSanitizer + UBSan and run it
+#               build every test again under AddressSanitizer + UBSan and run
+#               it, then the multi-threaded tests under ThreadSanitizer
 #   make build  install dependencies and build (Release)
 #   make run    install dependencies, build, and start tributary-server on
 #               the embedded default model (ARGS="--flag value" adds flags)
 
 BUILD_DIR ?= build
 ASAN_DIR ?= build-asan
+TSAN_DIR ?= build-tsan
 JOBS ?= $(shell nproc)
 
-.PHONY: deps build run test test-release test-asan clean
+.PHONY: deps build run test test-release test-asan test-tsan clean
 
 deps:
 	./scripts/install-deps.sh
@@ -36,7 +38,16 @@ test-asan: deps
 	cmake --build $(ASAN_DIR) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 ctest --test-dir $(ASAN_DIR) --output-on-failure -j $(JOBS)
 
-test: test-release test-asan
+# The multi-threaded tests again under ThreadSanitizer (tests/CMakeLists.txt
+# says which, why not the gRPC ones, and the TSAN_OPTIONS they run with).
+test-tsan: deps
+	cmake -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	  -DTRIBUTARY_SANITIZE_THREAD=ON -DTRIBUTARY_BENCHMARKS=OFF -DTRIBUTARY_CUDA=OFF
+	cmake --build $(TSAN_DIR) -j $(JOBS) --target tsan_tests
+	ctest --test-dir $(TSAN_DIR) --output-on-failure -j $(JOBS) -L tsan
+
+test: test-release test-asan test-tsan
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR)

@@ -11,6 +11,26 @@ if(TRIBUTARY_SANITIZE)
   add_link_options(-fsanitize=address,undefined)
 endif()
 
+# ThreadSanitizer (`make test-tsan`): the tests whose code runs on more than
+# one thread (the engine loop and its inbox, the thread pool, the server and
+# its streams). It cannot be combined with AddressSanitizer.
+if(TRIBUTARY_SANITIZE_THREAD)
+  if(TRIBUTARY_SANITIZE)
+    message(FATAL_ERROR "TRIBUTARY_SANITIZE and TRIBUTARY_SANITIZE_THREAD "
+                        "cannot be combined (ASan and TSan exclude each other)")
+  endif()
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+endif()
+
+# Under either sanitizer the whole-model runs on the CPU emulation of CUDA
+# take minutes; they stay out of those builds.
+if(TRIBUTARY_SANITIZE OR TRIBUTARY_SANITIZE_THREAD)
+  set(TRIBUTARY_ANY_SANITIZER ON)
+else()
+  set(TRIBUTARY_ANY_SANITIZER OFF)
+endif()
+
 # The kernel tests on the CPU emulation of CUDA (cuda_backend_emulated_test)
 # also run under the sanitizers on x86-64, where the emulation's own stack
 # switch tells AddressSanitizer which fiber's stack runs (elsewhere it
@@ -18,7 +38,11 @@ endif()
 # kernels' device memory, which is host memory, as any other (about 50 s).
 # The decoder and engine tests on the emulation take minutes under ASan and
 # stay out of that build.
-if(NOT TRIBUTARY_SANITIZE OR CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+# ThreadSanitizer does not follow the emulation's fibers (each CUDA thread runs
+# on its own stack, switched by hand), so none of the emulated tests runs there.
+if(TRIBUTARY_SANITIZE_THREAD)
+  set(TRIBUTARY_EMULATED_KERNEL_TESTS OFF)
+elseif(NOT TRIBUTARY_SANITIZE OR CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
   set(TRIBUTARY_EMULATED_KERNEL_TESTS ON)
 else()
   set(TRIBUTARY_EMULATED_KERNEL_TESTS OFF)
