@@ -50,10 +50,16 @@ if [ -n "${HEAPTRACK_OUT:-}" ]; then
   PREFIX=(heaptrack -o "$HEAPTRACK_OUT")
   STOP=KILL
 fi
-stop_server() {
+stop_server() {  # a drain and exit 0 expected; anything else is shown
   [ -n "$PID" ] || return 0
   kill -s "$STOP" "$PID" 2>/dev/null || true
+  local status=0
+  wait "$PID" 2>/dev/null || status=$?
   wait  # for heaptrack too, which writes its file after the server ends
+  if [ "$STOP" = TERM ] && [ "$status" -ne 0 ]; then
+    echo "soak: the server exited with status $status; its log ends:" >&2
+    tail -n 40 "$LOG" >&2
+  fi
 }
 trap 'stop_server; rm -f "$LOG" "$ROWS"' EXIT
 
