@@ -39,9 +39,12 @@ LOAD=$BUILD/client/tributary-load
 for tool in "$SERVER" "$LOAD"; do
   [ -x "$tool" ] || { echo "soak: $tool not built (make build)" >&2; exit 1; }
 done
-command -v curl > /dev/null || { echo "soak: curl is needed" >&2; exit 1; }
+for tool in curl pgrep python3; do
+  command -v "$tool" > /dev/null || { echo "soak: $tool is needed" >&2; exit 1; }
+done
 LOG=$(mktemp)
 ROWS=$(mktemp)
+LOAD_LOG=$(mktemp)
 PID=
 STOP=TERM
 PREFIX=()
@@ -61,15 +64,19 @@ stop_server() {  # a drain and exit 0 expected; anything else is shown
     tail -n 40 "$LOG" >&2
   fi
 }
-trap 'stop_server; rm -f "$LOG" "$ROWS"' EXIT
+trap 'stop_server; rm -f "$LOG" "$ROWS" "$LOAD_LOG"' EXIT
 
 # shellcheck disable=SC2086  # SERVER_FLAGS is a list of flags
 "${PREFIX[@]}" "$SERVER" --port 0 --health-port -1 --metrics-port 0 --http-port 0 \
   --max-waiting 4096 ${SERVER_FLAGS:-} 2> "$LOG" &
 PID=$!
-if [ -n "${HEAPTRACK_OUT:-}" ]; then  # the server, not heaptrack's shell
+if [ -n "${HEAPTRACK_OUT:-}" ]; then
+  # The server, not heaptrack's shell: its subshells carry the server's path
+  # in their command lines too, so match the process name the server binary
+  # gets when it starts (the kernel keeps 15 characters of it).
+  child=
   for _ in $(seq 100); do
-    child=$(pgrep -P "$PID" -f tributary-server || true)
+    child=$(pgrep -P "$PID" -x tributary-serve | head -n 1 || true)
     [ -n "$child" ] && break
     sleep 0.1
   done
@@ -81,6 +88,11 @@ for _ in $(seq 300); do
   kill -0 "$PID" 2>/dev/null || { cat "$LOG" >&2; exit 1; }
   sleep 0.1
 done
+if ! grep -q 'HTTP API listening' "$LOG" || ! grep -q 'metrics listening' "$LOG"; then
+  echo "soak: the server did not start listening in 30 s; its log:" >&2
+  cat "$LOG" >&2
+  exit 1
+fi
 API=$(grep -o 'gRPC API listening on [0-9.]*:[0-9]*' "$LOG" | grep -o '[0-9]*$')
 METRICS=$(grep -o 'metrics listening on http://[0-9.]*:[0-9]*' "$LOG" | grep -o '[0-9]*$')
 HTTP=$(grep -o 'HTTP API listening on http://[0-9.]*:[0-9]*' "$LOG" | grep -o '[0-9]*$')
@@ -89,9 +101,13 @@ MODEL=$(curl -s "http://127.0.0.1:$HTTP/v1/models" |
 
 requests=0
 grpc_round() {  # to the end, then cut by deadlines
-  "$LOAD" --target "127.0.0.1:$API" --concurrency 16 --warmup 0 \
+  if ! "$LOAD" --target "127.0.0.1:$API" --concurrency 16 --warmup 0 \
     --num-requests "$ROUND_REQUESTS" --prompt-tokens 24 --max-new-tokens 24 \
-    --temperature 0.8 > /dev/null 2>&1
+    --temperature 0.8 > /dev/null 2> "$LOAD_LOG"; then
+    echo "soak: tributary-load failed:" >&2
+    cat "$LOAD_LOG" >&2
+    exit 1
+  fi
   # A deadline of 30 ms ends most of these mid-stream: the server cancels.
   "$LOAD" --target "127.0.0.1:$API" --concurrency 16 --warmup 0 \
     --num-requests "$ROUND_REQUESTS" --prompt-tokens 24 --max-new-tokens 64 \
@@ -147,8 +163,8 @@ for round in $(seq "$ROUNDS"); do
   row=$(sample)
   echo "$round $row" >> "$ROWS"
   read -r n rss threads fds bytes <<< "$row"
-  printf '%6d %10d %9.1f %8d %5d %14d\n' "$round" "$n" "$(echo "$rss / 1024" | bc -l)" \
-    "$threads" "$fds" "$bytes"
+  awk -v r="$round" -v n="$n" -v rss="$rss" -v t="$threads" -v f="$fds" -v b="$bytes" \
+    'BEGIN { printf "%6d %10d %9.1f %8d %5d %14d\n", r, n, rss / 1024, t, f, b }'
 done
 echo "$(( $(date +%s) - start )) s, $requests requests"
 python3 - "$ROWS" "$WARMUP_ROUNDS" <<'EOF'
