@@ -39,7 +39,7 @@ LOAD=$BUILD/client/tributary-load
 for tool in "$SERVER" "$LOAD"; do
   [ -x "$tool" ] || { echo "soak: $tool not built (make build)" >&2; exit 1; }
 done
-for tool in curl pgrep python3; do
+for tool in curl python3; do
   command -v "$tool" > /dev/null || { echo "soak: $tool is needed" >&2; exit 1; }
 done
 LOG=$(mktemp)
@@ -49,11 +49,15 @@ PID=
 STOP=TERM
 PREFIX=()
 if [ -n "${HEAPTRACK_OUT:-}" ]; then
-  command -v heaptrack > /dev/null || { echo "soak: heaptrack is needed" >&2; exit 1; }
+  for tool in heaptrack pgrep; do
+    command -v "$tool" > /dev/null || { echo "soak: $tool is needed" >&2; exit 1; }
+  done
   PREFIX=(heaptrack -o "$HEAPTRACK_OUT")
   STOP=KILL
 fi
-stop_server() {  # a drain and exit 0 expected; anything else is shown
+# A drain and exit 0 are expected; anything else is shown and fails the run
+# (an AddressSanitizer or LeakSanitizer report at exit, say).
+stop_server() {
   [ -n "$PID" ] || return 0
   kill -s "$STOP" "$PID" 2>/dev/null || true
   local status=0
@@ -62,9 +66,16 @@ stop_server() {  # a drain and exit 0 expected; anything else is shown
   if [ "$STOP" = TERM ] && [ "$status" -ne 0 ]; then
     echo "soak: the server exited with status $status; its log ends:" >&2
     tail -n 40 "$LOG" >&2
+    return 1
   fi
 }
-trap 'stop_server; rm -f "$LOG" "$ROWS" "$LOAD_LOG"' EXIT
+finish() {
+  local status=$?
+  stop_server || status=1
+  rm -f "$LOG" "$ROWS" "$LOAD_LOG"
+  exit "$status"
+}
+trap finish EXIT
 
 # shellcheck disable=SC2086  # SERVER_FLAGS is a list of flags
 "${PREFIX[@]}" "$SERVER" --port 0 --health-port -1 --metrics-port 0 --http-port 0 \
