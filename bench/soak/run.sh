@@ -125,6 +125,13 @@ grpc_round() {  # to the end, then cut by deadlines
     --timeout 0.03 > /dev/null 2>&1 || true
   requests=$((requests + 2 * ROUND_REQUESTS))
 }
+# One HTTP call in the background. Its status is not checked: the dropped
+# streams are meant to fail, and the server's health is checked after the
+# round (alive, and at the end drained with exit 0).
+http_call() {
+  curl -s -o /dev/null -H 'content-type: application/json' "$@" &
+  pids+=($!)
+}
 http_round() {
   local url="http://127.0.0.1:$HTTP/v1"
   local i pids
@@ -132,26 +139,16 @@ http_round() {
     pids=()
     # Streamed to the end, streamed and dropped after 50 ms, a chat whole,
     # and two refusals (an unknown model; max_tokens of the wrong type).
-    curl -s -N "$url/completions" -H 'content-type: application/json' \
-      -d "{\"model\":\"$MODEL\",\"prompt\":\"ROMEO $i:\",\"max_tokens\":16,\"stream\":true}" \
-      > /dev/null &
-    pids+=($!)
-    curl -s -N --max-time 0.05 "$url/completions" \
-      -H 'content-type: application/json' \
-      -d "{\"model\":\"$MODEL\",\"prompt\":\"JULIET $i:\",\"max_tokens\":200,\"stream\":true}" \
-      > /dev/null || true &
-    pids+=($!)
-    curl -s "$url/chat/completions" -H 'content-type: application/json' \
-      -d "{\"model\":\"$MODEL\",\"messages\":[{\"role\":\"user\",\"content\":\"hi $i\"}],\"max_tokens\":8}" \
-      > /dev/null &
-    pids+=($!)
-    curl -s "$url/completions" -H 'content-type: application/json' \
-      -d "{\"model\":\"nobody-$i\",\"prompt\":\"x\"}" > /dev/null &
-    pids+=($!)
-    curl -s "$url/completions" -H 'content-type: application/json' \
-      -d "{\"model\":\"$MODEL\",\"prompt\":\"x\",\"max_tokens\":\"many\"}" > /dev/null &
-    pids+=($!)
-    wait "${pids[@]}"  # not a bare wait: the server is a child too
+    http_call -N "$url/completions" \
+      -d "{\"model\":\"$MODEL\",\"prompt\":\"ROMEO $i:\",\"max_tokens\":16,\"stream\":true}"
+    http_call -N --max-time 0.05 "$url/completions" \
+      -d "{\"model\":\"$MODEL\",\"prompt\":\"JULIET $i:\",\"max_tokens\":200,\"stream\":true}"
+    http_call "$url/chat/completions" \
+      -d "{\"model\":\"$MODEL\",\"messages\":[{\"role\":\"user\",\"content\":\"hi $i\"}],\"max_tokens\":8}"
+    http_call "$url/completions" -d "{\"model\":\"nobody-$i\",\"prompt\":\"x\"}"
+    http_call "$url/completions" \
+      -d "{\"model\":\"$MODEL\",\"prompt\":\"x\",\"max_tokens\":\"many\"}"
+    wait "${pids[@]}" || true  # not a bare wait: the server is a child too
   done
   requests=$((requests + 100))
 }
