@@ -5,9 +5,11 @@
 // decode steps of --batch sequences, the time per step of each op and weight
 // shape, largest first, against the whole forward: the mean over the steps
 // and the best step (the machine is shared: the best is the least
-// disturbed).
+// disturbed). With --prefill, each timed step is instead one prefill of
+// all B sequences' P-token prompts from position 0 (B · P tokens, as the
+// engine's prefill steps: 16 × 32 = its 512-token step budget).
 //   step_ops_bench [--model DIR] [--batch B] [--prompt P] [--steps N]
-//                  [--threads T] [--cpu-matmul f32|bf16]
+//                  [--threads T] [--cpu-matmul f32|bf16] [--prefill]
 // Defaults: the default model, B = 32, P = 32, N = 64, T = 2.
 #include <algorithm>
 #include <chrono>
@@ -32,12 +34,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 absl::Status Run(int argc, char** argv) {
-  ASSIGN_OR_RETURN(
-      CliArgs args,
-      CliArgs::Parse(argc, argv,
-                     {"model", "batch", "prompt", "steps", "threads",
-                      "cpu-matmul"},
-                     {}));
+  ASSIGN_OR_RETURN(CliArgs args,
+                   CliArgs::Parse(argc, argv,
+                                  {"model", "batch", "prompt", "steps",
+                                   "threads", "cpu-matmul"},
+                                  {"prefill"}));
+  const bool prefill = args.Has("prefill");
   const std::string model_dir = args.GetOr("model", "models/tiny-shakespeare");
   ASSIGN_OR_RETURN(const int64_t batch, args.GetInt("batch", 32, 1, 256));
   ASSIGN_OR_RETURN(const int64_t prompt, args.GetInt("prompt", 32, 1, 512));
@@ -82,19 +84,21 @@ absl::Status Run(int argc, char** argv) {
     RETURN_IF_ERROR(decoder->Forward(one, ids, {false, false}).status());
   }
   ForwardOptions options;  // residual statistics on, as the engine runs
+  const int64_t tokens_per_seq = prefill ? prompt : 1;
   for (int64_t s = 0; s < batch; ++s) {
-    layout.sequences[s].token_offset = s;
-    layout.sequences[s].first_position = prompt;
-    layout.sequences[s].num_tokens = 1;
+    layout.sequences[s].token_offset = s * tokens_per_seq;
+    layout.sequences[s].first_position = prefill ? 0 : prompt;
+    layout.sequences[s].num_tokens = tokens_per_seq;
   }
+  const int64_t tokens_per_step = batch * tokens_per_seq;
   timed.totals().clear();
   double forward_seconds = 0.0, best_forward = 1e30;
   std::map<std::string, double> best;  // the least time of an op in a step
   for (int64_t step = 0; step < steps; ++step) {
     const std::map<std::string, double> before = timed.totals();
-    ids.assign(static_cast<size_t>(batch), 0);
-    for (int64_t s = 0; s < batch; ++s) {
-      ids[s] = static_cast<int32_t>((s + step * 31) % config.vocab_size);
+    ids.assign(static_cast<size_t>(tokens_per_step), 0);
+    for (int64_t t = 0; t < tokens_per_step; ++t) {
+      ids[t] = static_cast<int32_t>((t + step * 31) % config.vocab_size);
     }
     const auto start = Clock::now();
     RETURN_IF_ERROR(decoder->Forward(layout, ids, options).status());
@@ -108,7 +112,9 @@ absl::Status Run(int argc, char** argv) {
       auto [b, fresh] = best.emplace(key, in_step);
       if (!fresh) b->second = std::min(b->second, in_step);
     }
-    for (SequenceSlice& s : layout.sequences) ++s.first_position;
+    if (!prefill) {
+      for (SequenceSlice& s : layout.sequences) ++s.first_position;
+    }
   }
   std::vector<std::pair<double, std::string>> rows;
   double sum = 0.0, best_sum = 0.0;
@@ -119,18 +125,26 @@ absl::Status Run(int argc, char** argv) {
   }
   std::sort(rows.rbegin(), rows.rend());
   const double per_step_ms = 1e3 / static_cast<double>(steps);
-  std::printf(
-      "batch %lld, %lld decode steps after a %lld-token prompt, %lld "
-      "threads\n",
-      static_cast<long long>(batch), static_cast<long long>(steps),
-      static_cast<long long>(prompt), static_cast<long long>(threads));
+  if (prefill) {
+    std::printf(
+        "batch %lld, %lld prefill steps of %lld-token prompts, %lld "
+        "threads\n",
+        static_cast<long long>(batch), static_cast<long long>(steps),
+        static_cast<long long>(prompt), static_cast<long long>(threads));
+  } else {
+    std::printf(
+        "batch %lld, %lld decode steps after a %lld-token prompt, %lld "
+        "threads\n",
+        static_cast<long long>(batch), static_cast<long long>(steps),
+        static_cast<long long>(prompt), static_cast<long long>(threads));
+  }
   std::printf(
       "forward: mean %.3f ms/step (%.1f tok/s), best %.3f ms "
       "(%.1f tok/s); ops: mean %.3f, sum of bests %.3f ms\n",
       forward_seconds * per_step_ms,
-      static_cast<double>(batch * steps) / forward_seconds, best_forward * 1e3,
-      static_cast<double>(batch) / best_forward, sum * per_step_ms,
-      best_sum * 1e3);
+      static_cast<double>(tokens_per_step * steps) / forward_seconds,
+      best_forward * 1e3, static_cast<double>(tokens_per_step) / best_forward,
+      sum * per_step_ms, best_sum * 1e3);
   std::printf("  %-24s %9s %9s %6s\n", "op", "mean ms", "best ms", "mean %");
   for (const auto& [seconds, key] : rows) {
     std::printf("  %-24s %9.3f %9.3f %5.1f%%\n", key.c_str(),

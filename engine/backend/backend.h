@@ -223,9 +223,11 @@ class Backend {
                                 const Tensor& out) = 0;
   // The gated delta rule per sequence, from and into its state in
   // state_pool [slots, Hv, dk, dv] (f32): q, k [T, Hk, dk] normalised,
-  // v [T, Hv, dv], g, beta [T, Hv], out [T, Hv, dv]. A sequence with one new
-  // token after cached ones takes the recurrent form, any other the chunked
-  // form (as transformers does).
+  // v [T, Hv, dv], g, beta [T, Hv], out [T, Hv, dv]. Each sequence takes
+  // the recurrent or the chunked form as the backend finds faster for its
+  // token count and head shape (both agree to rounding; transformers takes
+  // the chunked form for any prompt). The choice depends on the sequence
+  // alone, never on the rest of the batch.
   virtual void GatedDeltaRule(const Tensor& q, const Tensor& k,
                               const Tensor& v, const Tensor& g,
                               const Tensor& beta, const Tensor& state_pool,

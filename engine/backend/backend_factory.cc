@@ -25,7 +25,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
     const BackendOptions& options) {
   if (options.kind == BackendKind::kCpu) {
     absl::StatusOr<std::unique_ptr<CpuBackend>> cpu =
-        CpuBackend::Create({options.num_threads, options.cpu_matmul_precision});
+        CpuBackend::Create({options.num_threads, options.cpu_matmul_precision,
+                            options.cpu_delta_rule_form});
     if (!cpu.ok()) return cpu.status();
     return std::unique_ptr<Backend>(std::move(*cpu));
   }
@@ -40,7 +41,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
   if (options.cuda_delta_rule_workspace_bytes > 0) {
     cuda.delta_rule_workspace_bytes = options.cuda_delta_rule_workspace_bytes;
   }
-  absl::StatusOr<std::unique_ptr<CudaBackend>> backend = CudaBackend::Create(cuda);
+  absl::StatusOr<std::unique_ptr<CudaBackend>> backend =
+      CudaBackend::Create(cuda);
   if (!backend.ok()) return backend.status();
   return std::unique_ptr<Backend>(std::move(*backend));
 #else

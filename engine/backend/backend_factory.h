@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/backend/backend.h"
+#include "engine/backend/cpu/delta_rule.h"
 #include "engine/backend/cpu/matmul.h"
 
 namespace tributary {
@@ -24,6 +25,8 @@ struct BackendOptions {
   int num_threads = 0;  // CPU compute threads; 0 = every online core
   // CpuBackendOptions::matmul_precision: f32 (the reference) or bf16.
   MatMulPrecision cpu_matmul_precision = MatMulPrecision::kF32;
+  // CpuBackendOptions::delta_rule_form.
+  DeltaRuleForm cpu_delta_rule_form = DeltaRuleForm::kFastest;
   int cuda_device = 0;  // CUDA device ordinal
   // CUDA activations: bf16 (the design's) or f32 (to separate rounding from
   // bugs when checking the kernels).

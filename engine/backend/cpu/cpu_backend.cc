@@ -36,9 +36,11 @@ float* F32(const Tensor& t) { return t.as<float>(); }
 
 }  // namespace
 
-CpuBackend::CpuBackend(int num_threads, MatMulPrecision matmul_precision)
+CpuBackend::CpuBackend(int num_threads, MatMulPrecision matmul_precision,
+                       DeltaRuleForm delta_rule_form)
     : pool_(std::make_unique<ThreadPool>(num_threads)),
-      matmul_precision_(matmul_precision) {}
+      matmul_precision_(matmul_precision),
+      delta_rule_form_(delta_rule_form) {}
 
 absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
     const CpuBackendOptions& options) {
@@ -56,8 +58,8 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
   if (threads == 0) {
     threads = std::max(1u, std::thread::hardware_concurrency());
   }
-  return std::unique_ptr<CpuBackend>(
-      new CpuBackend(threads, options.matmul_precision));
+  return std::unique_ptr<CpuBackend>(new CpuBackend(
+      threads, options.matmul_precision, options.delta_rule_form));
 }
 
 CpuBackend::~CpuBackend() {
@@ -281,11 +283,13 @@ void CpuBackend::ChooseTokens(const Tensor& x, const Tensor& choices,
     // that is not finite gets no penalties (-1 either way).
     const bool logprobs_asked = out != nullptr && choice[r].num_logprobs >= 0;
     if (logprobs_asked) raw.assign(row, row + width);
-    if (ref::ArgMaxRow(row, width) >= 0) ref::ApplyPenalties(row, choice[r], entries);
+    if (ref::ArgMaxRow(row, width) >= 0)
+      ref::ApplyPenalties(row, choice[r], entries);
     const int32_t token = ref::ChooseToken(row, width, choice[r]);
     ids.as<int32_t>()[r] = token;
     if (logprobs_asked && token >= 0) {
-      out[r] = ref::RowLogprobs(raw.data(), width, token, choice[r].num_logprobs);
+      out[r] =
+          ref::RowLogprobs(raw.data(), width, token, choice[r].num_logprobs);
     }
   }
 }
@@ -305,8 +309,8 @@ void CpuBackend::AddScaledVector(const Tensor& x, int64_t row_begin,
                        F32(v), scale);
 }
 
-void CpuBackend::ProjectOut(const Tensor& x, int64_t row_begin,
-                            int64_t row_end, const Tensor& u) {
+void CpuBackend::ProjectOut(const Tensor& x, int64_t row_begin, int64_t row_end,
+                            const Tensor& u) {
   const int64_t dim = x.cols();
   ref::ProjectOut(F32(x) + row_begin * dim, row_end - row_begin, dim, F32(u));
 }
@@ -353,7 +357,8 @@ void CpuBackend::GatedDeltaRule(const Tensor& q, const Tensor& k,
     c.beta = F32(beta) + t0 * hv;
     c.state = F32(state_pool) + s.state_slot * state_elems;
     c.out = F32(out) + t0 * hv * dv;
-    c.recurrent = s.num_tokens == 1 && s.first_position > 0;
+    c.recurrent = DeltaRuleTakesRecurrentForm(delta_rule_form_, s.num_tokens,
+                                              s.first_position, dk, dv);
     scratch_bytes = std::max(scratch_bytes, DeltaRuleScratchBytes(c));
   }
   const int64_t units = static_cast<int64_t>(calls.size()) * hv;

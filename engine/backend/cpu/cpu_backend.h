@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "engine/backend/backend.h"
+#include "engine/backend/cpu/delta_rule.h"
 #include "engine/backend/cpu/matmul.h"
 #include "engine/backend/cpu/thread_pool.h"
 
@@ -26,6 +27,10 @@ struct CpuBackendOptions {
   // and needs AVX512_BF16 (Create fails without it rather than run the slow
   // portable path).
   MatMulPrecision matmul_precision = MatMulPrecision::kF32;
+  // Which form each sequence's delta rule takes (delta_rule.h): the faster
+  // one by default, or transformers' choice (to test the chunked form on
+  // models whose small heads would take the recurrent one).
+  DeltaRuleForm delta_rule_form = DeltaRuleForm::kFastest;
 };
 
 class CpuBackend final : public Backend {
@@ -106,10 +111,12 @@ class CpuBackend final : public Backend {
                       const Tensor& out) override;
 
  private:
-  CpuBackend(int num_threads, MatMulPrecision matmul_precision);
+  CpuBackend(int num_threads, MatMulPrecision matmul_precision,
+             DeltaRuleForm delta_rule_form);
 
   std::unique_ptr<ThreadPool> pool_;
   const MatMulPrecision matmul_precision_;
+  const DeltaRuleForm delta_rule_form_;
   BatchLayout layout_;
   std::vector<int32_t> positions_;  // [T], from layout_
   std::unordered_set<void*> allocations_;

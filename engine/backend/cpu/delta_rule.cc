@@ -2,7 +2,7 @@
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC bug 105593
-#pragma GCC diagnostic ignored "-Wuninitialized"  // the same bug
+#pragma GCC diagnostic ignored "-Wuninitialized"        // the same bug
 #endif
 
 #include <immintrin.h>
@@ -63,6 +63,28 @@ int64_t RecurrentScratchFloats(const reference::DeltaRuleDims& dims) {
 #undef TRIB_KERNELS
 
 }  // namespace delta_rule_internal
+
+bool DeltaRuleTakesRecurrentForm(DeltaRuleForm form, int64_t num_tokens,
+                                 int64_t first_position, int64_t key_dim,
+                                 int64_t value_dim) {
+  if (form == DeltaRuleForm::kAsTransformers) {
+    return num_tokens == 1 && first_position > 0;
+  }
+  // The recurrent form passes over a head's state twice a token; while that
+  // state stays in L1 this costs less than the chunked form's extra
+  // products (its Gram matrices and substitution), and a token or two never
+  // amortise them. bench/cpu/delta_rule_bench, one thread, chunked /
+  // recurrent time, 2-core Xeon VM (48 KiB L1), T = 1 … 512 tokens:
+  //   dk = dv = 32 (4 KiB a head, the default model): 1.8–4.0;
+  //   dk = dv = 64 (16 KiB): 1.15–1.5;
+  //   dk = dv = 128 (64 KiB, the 27B): 2.7 at T = 1, 1.9 at 2, 1.1 at 4,
+  //   0.6–0.8 at 16 … 512.
+  constexpr int64_t kFewTokens = 2;
+  constexpr int64_t kL1StateBytes = 16 * 1024;
+  return num_tokens <= kFewTokens ||
+         key_dim * value_dim * static_cast<int64_t>(sizeof(float)) <=
+             kL1StateBytes;
+}
 
 size_t DeltaRuleScratchBytes(const DeltaRuleCall& call) {
   namespace dri = delta_rule_internal;

@@ -48,6 +48,27 @@ struct DeltaRuleCall {
   bool recurrent = false;       // the recurrent form instead of the chunked
 };
 
+// Which form a sequence's delta rule takes (the two agree to rounding,
+// ~1e-7 of max |out|).
+enum class DeltaRuleForm : uint8_t {
+  // The faster one for the sequence's token count and head shape
+  // (DeltaRuleTakesRecurrentForm). The default.
+  kFastest,
+  // As transformers: the recurrent form for one token after cached ones,
+  // the chunked form for every other call (any prompt). For tests that keep
+  // the chunked form covered on models whose heads would take the other.
+  kAsTransformers,
+};
+
+// Whether a sequence with `num_tokens` new tokens from `first_position`
+// takes the recurrent form under `form`. kFastest: the recurrent form for a
+// token or two, and for any count while a head's state (dk · dv floats)
+// stays within 16 KiB, i.e. in L1; the chunked form otherwise. It depends on
+// the sequence alone, never on the rest of the batch.
+bool DeltaRuleTakesRecurrentForm(DeltaRuleForm form, int64_t num_tokens,
+                                 int64_t first_position, int64_t key_dim,
+                                 int64_t value_dim);
+
 // Bytes of (64-byte aligned) scratch one head of `call` needs.
 size_t DeltaRuleScratchBytes(const DeltaRuleCall& call);
 

@@ -156,5 +156,25 @@ TEST(DeltaRuleFastTest, StrongDecayStaysFinite) {
   ExpectClose(got.state, want.state, 1e-5f, "state");
 }
 
+// The form each sequence takes. As transformers: recurrent only for one
+// token after cached ones. Fastest: a token or two always recurrent (they
+// never amortise the chunked form's products); longer runs recurrent while a
+// head's state fits in L1 (the default model's 32 × 32), chunked for the
+// 27B's 128 × 128 heads; never a function of anything but the sequence.
+TEST(DeltaRuleFormTest, EachFormChoosesAsItsContractSays) {
+  using F = DeltaRuleForm;
+  EXPECT_TRUE(DeltaRuleTakesRecurrentForm(F::kAsTransformers, 1, 5, 128, 128));
+  EXPECT_FALSE(DeltaRuleTakesRecurrentForm(F::kAsTransformers, 1, 0, 32, 32));
+  EXPECT_FALSE(DeltaRuleTakesRecurrentForm(F::kAsTransformers, 2, 5, 32, 32));
+  EXPECT_FALSE(DeltaRuleTakesRecurrentForm(F::kAsTransformers, 512, 0, 8, 8));
+
+  EXPECT_TRUE(DeltaRuleTakesRecurrentForm(F::kFastest, 1, 0, 128, 128));
+  EXPECT_TRUE(DeltaRuleTakesRecurrentForm(F::kFastest, 2, 7, 128, 128));
+  EXPECT_FALSE(DeltaRuleTakesRecurrentForm(F::kFastest, 64, 0, 128, 128));
+  EXPECT_FALSE(DeltaRuleTakesRecurrentForm(F::kFastest, 512, 64, 128, 128));
+  EXPECT_TRUE(DeltaRuleTakesRecurrentForm(F::kFastest, 512, 0, 32, 32));
+  EXPECT_TRUE(DeltaRuleTakesRecurrentForm(F::kFastest, 32, 0, 64, 64));
+}
+
 }  // namespace
 }  // namespace tributary

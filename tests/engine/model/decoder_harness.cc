@@ -8,9 +8,9 @@
 namespace tributary {
 namespace testing_fixtures {
 
-Harness::Harness(const std::string& dir, int64_t num_blocks,
-                 int64_t num_slots, BackendKind backend_kind,
-                 ElementType cuda_activations, MatMulPrecision cpu_matmul) {
+Harness::Harness(const std::string& dir, int64_t num_blocks, int64_t num_slots,
+                 BackendKind backend_kind, ElementType cuda_activations,
+                 MatMulPrecision cpu_matmul, DeltaRuleForm cpu_delta_rule) {
   auto model = ModelDirectory::Load(dir);
   EXPECT_TRUE(model.ok()) << model.status();
   if (!model.ok()) return;
@@ -20,13 +20,14 @@ Harness::Harness(const std::string& dir, int64_t num_blocks,
   options.num_threads = 2;
   options.cuda_activation_type = cuda_activations;
   options.cpu_matmul_precision = cpu_matmul;
+  options.cpu_delta_rule_form = cpu_delta_rule;
   auto backend = CreateBackend(options);
   EXPECT_TRUE(backend.ok()) << backend.status();
   if (!backend.ok()) return;
   backend_ = std::move(*backend);
-  auto decoder = HybridDecoder::Create(model_->config(), model_->weights(),
-                                       backend_.get(),
-                                       {num_blocks, kBlockSize, num_slots});
+  auto decoder =
+      HybridDecoder::Create(model_->config(), model_->weights(), backend_.get(),
+                            {num_blocks, kBlockSize, num_slots});
   EXPECT_TRUE(decoder.ok()) << decoder.status();
   if (decoder.ok()) decoder_ = std::move(*decoder);
 }
@@ -55,15 +56,16 @@ SequenceSlice Slice(int64_t offset, int64_t num_tokens, int64_t first_position,
 PrefillResult ToPrefillResult(const ForwardOutput& out, int64_t num_tokens) {
   PrefillResult result;
   result.logits = out.logits;
-  const int64_t num_sublayers = static_cast<int64_t>(out.residual_stats.size()) /
-                                (num_tokens * kResidualStatsColumns);
+  const int64_t num_sublayers =
+      static_cast<int64_t>(out.residual_stats.size()) /
+      (num_tokens * kResidualStatsColumns);
   for (int64_t s = 0; s < num_sublayers; ++s) {
     std::vector<std::array<double, 3>> per_token;
     for (int64_t t = 0; t < num_tokens; ++t) {
       const float* row = out.residual_stats.data() +
                          (s * num_tokens + t) * kResidualStatsColumns;
-      per_token.push_back({row[kStatStreamNorm], row[kStatUpdateNorm],
-                           row[kStatSumNorm]});
+      per_token.push_back(
+          {row[kStatStreamNorm], row[kStatUpdateNorm], row[kStatSumNorm]});
     }
     result.norms.push_back(std::move(per_token));
   }

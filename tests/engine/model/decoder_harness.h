@@ -28,7 +28,8 @@ class Harness {
                    int64_t num_slots = 8,
                    BackendKind backend = BackendKind::kCpu,
                    ElementType cuda_activations = ElementType::kBF16,
-                   MatMulPrecision cpu_matmul = MatMulPrecision::kF32);
+                   MatMulPrecision cpu_matmul = MatMulPrecision::kF32,
+                   DeltaRuleForm cpu_delta_rule = DeltaRuleForm::kFastest);
   bool ok() const { return decoder_ != nullptr; }
   HybridDecoder& decoder() { return *decoder_; }
   Backend& backend() { return *backend_; }

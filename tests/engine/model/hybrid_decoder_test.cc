@@ -2,7 +2,11 @@
 // fixture (as the reference decoder), and the invariances the engine relies
 // on: a sequence's logits do not depend on the rest of the batch (bit for
 // bit), nor on where its KV blocks are (bit for bit), nor on how its prefill
-// is chunked (to rounding); the residual statistics change nothing.
+// is chunked (to rounding); the residual statistics change nothing. The
+// fixtures' GDN heads are small, so by default the CPU backend runs their
+// delta rule in the recurrent form for every call; the tests that touch it
+// run again with transformers' choice (DeltaRuleForm::kAsTransformers), so
+// that the chunked form, which larger heads take, stays covered end to end.
 #include "engine/model/hybrid_decoder.h"
 
 #include <gtest/gtest.h>
@@ -16,10 +20,10 @@
 #include <string>
 #include <vector>
 
+#include "decoder_harness.h"
 #include "engine/backend/cpu/cpu_backend.h"
 #include "engine/backend/cpu/reference_ops.h"
 #include "engine/model/model_directory.h"
-#include "decoder_harness.h"
 #include "fixture_reference.h"
 
 namespace tributary {
@@ -27,14 +31,33 @@ namespace {
 
 using namespace testing_fixtures;  // NOLINT: test-local helpers
 
+constexpr DeltaRuleForm kDeltaRuleForms[] = {DeltaRuleForm::kFastest,
+                                             DeltaRuleForm::kAsTransformers};
+
+const char* FormName(DeltaRuleForm form) {
+  return form == DeltaRuleForm::kFastest ? "delta rule: fastest form"
+                                         : "delta rule: as transformers";
+}
+
+// A harness with the default sizes on the CPU backend with `form`.
+std::unique_ptr<Harness> CpuHarness(const std::string& dir,
+                                    DeltaRuleForm form) {
+  return std::make_unique<Harness>(dir, 256, 8, BackendKind::kCpu,
+                                   ElementType::kBF16, MatMulPrecision::kF32,
+                                   form);
+}
+
 TEST(HybridDecoderFixtureTest, MatchesTransformersOnEveryFixture) {
   const std::vector<std::string> dirs = FixtureModelDirs();
   ASSERT_GE(dirs.size(), 6u);
-  for (const std::string& dir : dirs) {
-    SCOPED_TRACE(dir);
-    Harness h(dir);
-    CheckModel(h, dir + "/reference.json",
-               std::filesystem::path(dir).filename().string());
+  for (const DeltaRuleForm form : kDeltaRuleForms) {
+    SCOPED_TRACE(FormName(form));
+    for (const std::string& dir : dirs) {
+      SCOPED_TRACE(dir);
+      std::unique_ptr<Harness> h = CpuHarness(dir, form);
+      CheckModel(*h, dir + "/reference.json",
+                 std::filesystem::path(dir).filename().string());
+    }
   }
 }
 
@@ -60,13 +83,14 @@ std::vector<std::vector<int32_t>> Prompts(const std::vector<int64_t>& lengths,
   return prompts;
 }
 
-void CheckBatchedEqualsAlone(MatMulPrecision precision) {
+void CheckBatchedEqualsAlone(MatMulPrecision precision,
+                             DeltaRuleForm form = DeltaRuleForm::kFastest) {
   for (const std::string& dir : FixtureModelDirs()) {
     SCOPED_TRACE(dir);
-    Harness alone(dir, 256, 8, BackendKind::kCpu, ElementType::kBF16,
-                  precision);
+    Harness alone(dir, 256, 8, BackendKind::kCpu, ElementType::kBF16, precision,
+                  form);
     Harness batched(dir, 256, 8, BackendKind::kCpu, ElementType::kBF16,
-                    precision);
+                    precision, form);
     ASSERT_TRUE(alone.ok() && batched.ok());
     const auto prompts = Prompts({5, 70, 1, 33}, alone.vocab());
     const ForwardOptions all{true, true};
@@ -106,9 +130,9 @@ void CheckBatchedEqualsAlone(MatMulPrecision precision) {
     const int64_t vocab = batched.vocab();
     for (size_t i = 0; i < prompts.size(); ++i) {
       const SequenceSlice& s = layout.sequences[i];
-      const std::vector<float> mine(out->logits.begin() + s.token_offset * vocab,
-                                    out->logits.begin() +
-                                        (s.token_offset + s.num_tokens) * vocab);
+      const std::vector<float> mine(
+          out->logits.begin() + s.token_offset * vocab,
+          out->logits.begin() + (s.token_offset + s.num_tokens) * vocab);
       EXPECT_EQ(mine, alone_prefill[i]) << "prompt " << i;
     }
     ids.clear();
@@ -129,7 +153,10 @@ void CheckBatchedEqualsAlone(MatMulPrecision precision) {
 }
 
 TEST(HybridDecoderTest, BatchedEqualsAloneBitForBit) {
-  CheckBatchedEqualsAlone(MatMulPrecision::kF32);
+  for (const DeltaRuleForm form : kDeltaRuleForms) {
+    SCOPED_TRACE(FormName(form));
+    CheckBatchedEqualsAlone(MatMulPrecision::kF32, form);
+  }
 }
 
 // --cpu-matmul bf16: the matmuls' inputs rounded to bf16. The invariances
@@ -179,8 +206,8 @@ TEST(HybridDecoderBf16MatMulTest, MovesTheLogitsByRoundingOnly) {
   ASSERT_EQ(logits[0].size(), logits[1].size());
   // The decoder prepared every matmul weight, the tied LM head included:
   // none was packed per call.
-  EXPECT_EQ(
-      static_cast<CpuBackend&>(bf16.backend()).unprepared_bf16_matmuls(), 0);
+  EXPECT_EQ(static_cast<CpuBackend&>(bf16.backend()).unprepared_bf16_matmuls(),
+            0);
   float max_ref = 0.0f, max_diff = 0.0f;
   for (size_t i = 0; i < logits[0].size(); ++i) {
     max_ref = std::max(max_ref, std::fabs(logits[0][i]));
@@ -269,7 +296,8 @@ TEST(HybridDecoderTest, DeviceChoiceRowsGetTheTokenOfTheirLogits) {
   for (size_t i = 0; i < prompts.size(); ++i) {
     const int64_t n = static_cast<int64_t>(prompts[i].size());
     layout.sequences.push_back(Slice(static_cast<int64_t>(ids.size()), n, 0,
-                                     static_cast<int32_t>(i), h.Blocks(n, &next)));
+                                     static_cast<int32_t>(i),
+                                     h.Blocks(n, &next)));
     ids.insert(ids.end(), prompts[i].begin(), prompts[i].end());
   }
   auto full = h.decoder().Forward(layout, ids, ForwardOptions{});
@@ -330,8 +358,8 @@ TEST(HybridDecoderTest, DeviceChoiceRowsGetTheTokenOfTheirLogits) {
   // Penalty histories: each row's entries are its own (a backend writes
   // scratch into them).
   options.device_choice = {true, true, true};
-  options.token_choices = {TokenChoice{1.0f, 0, 0.9f, 0.0f, 0.3},
-                           TokenChoice{}, TokenChoice{1.0f, 0, 0.9f, 0.0f, 0.6}};
+  options.token_choices = {TokenChoice{1.0f, 0, 0.9f, 0.0f, 0.3}, TokenChoice{},
+                           TokenChoice{1.0f, 0, 0.9f, 0.0f, 0.6}};
   options.token_history.assign(5, TokenHistoryEntry{});
   for (int e = 0; e < 5; ++e) options.token_history[e].token_id = e;
   for (TokenChoice& c : options.token_choices) c.repetition_penalty = 1.3f;
@@ -355,38 +383,43 @@ TEST(HybridDecoderTest, DeviceChoiceRowsGetTheTokenOfTheirLogits) {
 }
 
 TEST(HybridDecoderTest, ChunkedPrefillEqualsOnePrefill) {
-  for (const std::string& dir : FixtureModelDirs()) {
-    SCOPED_TRACE(dir);
-    Harness h(dir);
-    ASSERT_TRUE(h.ok());
-    const std::vector<int32_t> prompt = Prompts({130}, h.vocab())[0];
-    const ForwardOptions all{false, true};
-    int32_t next = 0;
-    BatchLayout whole;
-    whole.sequences.push_back(Slice(0, 130, 0, 0, h.Blocks(130, &next)));
-    ASSERT_TRUE(h.decoder().ResetStateSlot(0).ok());
-    auto one = h.decoder().Forward(whole, prompt, all);
-    ASSERT_TRUE(one.ok()) << one.status();
+  for (const DeltaRuleForm form : kDeltaRuleForms) {
+    SCOPED_TRACE(FormName(form));
+    for (const std::string& dir : FixtureModelDirs()) {
+      SCOPED_TRACE(dir);
+      std::unique_ptr<Harness> harness = CpuHarness(dir, form);
+      Harness& h = *harness;
+      ASSERT_TRUE(h.ok());
+      const std::vector<int32_t> prompt = Prompts({130}, h.vocab())[0];
+      const ForwardOptions all{false, true};
+      int32_t next = 0;
+      BatchLayout whole;
+      whole.sequences.push_back(Slice(0, 130, 0, 0, h.Blocks(130, &next)));
+      ASSERT_TRUE(h.decoder().ResetStateSlot(0).ok());
+      auto one = h.decoder().Forward(whole, prompt, all);
+      ASSERT_TRUE(one.ok()) << one.status();
 
-    ASSERT_TRUE(h.decoder().ResetStateSlot(1).ok());
-    const std::vector<int32_t> blocks = h.Blocks(130, &next);
-    std::vector<float> chunked;
-    int64_t position = 0;
-    for (int64_t size : {1, 7, 64, 58}) {
-      BatchLayout layout;
-      layout.sequences.push_back(Slice(0, size, position, 1, blocks));
-      auto out = h.decoder().Forward(
-          layout, absl::MakeConstSpan(prompt).subspan(position, size), all);
-      ASSERT_TRUE(out.ok()) << out.status();
-      chunked.insert(chunked.end(), out->logits.begin(), out->logits.end());
-      position += size;
-    }
-    ASSERT_EQ(chunked.size(), one->logits.size());
-    for (int64_t t = 0; t < 130; ++t) {
-      const std::vector<double> ref(one->logits.begin() + t * h.vocab(),
-                                    one->logits.begin() + (t + 1) * h.vocab());
-      const RowError e = CompareRow(chunked.data() + t * h.vocab(), ref);
-      EXPECT_LE(e.max_diff, 1e-5 * e.max_ref) << "position " << t;
+      ASSERT_TRUE(h.decoder().ResetStateSlot(1).ok());
+      const std::vector<int32_t> blocks = h.Blocks(130, &next);
+      std::vector<float> chunked;
+      int64_t position = 0;
+      for (int64_t size : {1, 7, 64, 58}) {
+        BatchLayout layout;
+        layout.sequences.push_back(Slice(0, size, position, 1, blocks));
+        auto out = h.decoder().Forward(
+            layout, absl::MakeConstSpan(prompt).subspan(position, size), all);
+        ASSERT_TRUE(out.ok()) << out.status();
+        chunked.insert(chunked.end(), out->logits.begin(), out->logits.end());
+        position += size;
+      }
+      ASSERT_EQ(chunked.size(), one->logits.size());
+      for (int64_t t = 0; t < 130; ++t) {
+        const std::vector<double> ref(
+            one->logits.begin() + t * h.vocab(),
+            one->logits.begin() + (t + 1) * h.vocab());
+        const RowError e = CompareRow(chunked.data() + t * h.vocab(), ref);
+        EXPECT_LE(e.max_diff, 1e-5 * e.max_ref) << "position " << t;
+      }
     }
   }
 }
@@ -397,47 +430,52 @@ TEST(HybridDecoderTest, ChunkedPrefillEqualsOnePrefill) {
 // delta rule agree to f32 rounding only (about 1e-5 after 70 tokens), hence
 // the fixtures' tolerance.
 TEST(HybridDecoderTest, PrefillEqualsTokenByTokenDecode) {
-  for (const std::string& dir : FixtureModelDirs()) {
-    SCOPED_TRACE(dir);
-    Harness h(dir);
-    ASSERT_TRUE(h.ok());
-    const int64_t n = 70;
-    const std::vector<int32_t> ids = Prompts({n + 1}, h.vocab())[0];
-    const ForwardOptions all{false, true};
-    int32_t next = 0;
-    const std::vector<int32_t> blocks_a = h.Blocks(n + 1, &next);
-    const std::vector<int32_t> blocks_b = h.Blocks(n + 1, &next);
-    ASSERT_TRUE(h.decoder().ResetStateSlot(0).ok());
-    ASSERT_TRUE(h.decoder().ResetStateSlot(1).ok());
-    BatchLayout prefill;
-    prefill.sequences.push_back(Slice(0, n, 0, 0, blocks_a));
-    auto whole = h.decoder().Forward(
-        prefill, absl::MakeConstSpan(ids).subspan(0, n), all);
-    ASSERT_TRUE(whole.ok()) << whole.status();
-    std::vector<float> stepped;
-    for (int64_t t = 0; t < n; ++t) {
-      BatchLayout one;
-      one.sequences.push_back(Slice(0, 1, t, 1, blocks_b));
-      auto out = h.decoder().Forward(one, {ids[t]}, all);
-      ASSERT_TRUE(out.ok()) << out.status();
-      stepped.insert(stepped.end(), out->logits.begin(), out->logits.end());
-    }
-    // One more token on both sequences, in one batch: their caches agree.
-    BatchLayout both;
-    both.sequences.push_back(Slice(0, 1, n, 0, blocks_a));
-    both.sequences.push_back(Slice(1, 1, n, 1, blocks_b));
-    auto after = h.decoder().Forward(both, {ids[n], ids[n]}, all);
-    ASSERT_TRUE(after.ok()) << after.status();
-    whole->logits.insert(whole->logits.end(), after->logits.begin(),
-                         after->logits.begin() + h.vocab());
-    stepped.insert(stepped.end(), after->logits.begin() + h.vocab(),
-                   after->logits.end());
-    ASSERT_EQ(stepped.size(), whole->logits.size());
-    for (int64_t t = 0; t <= n; ++t) {
-      const std::vector<double> ref(whole->logits.begin() + t * h.vocab(),
-                                    whole->logits.begin() + (t + 1) * h.vocab());
-      const RowError e = CompareRow(stepped.data() + t * h.vocab(), ref);
-      EXPECT_LE(e.max_diff, 1e-4 * e.max_ref) << "position " << t;
+  for (const DeltaRuleForm form : kDeltaRuleForms) {
+    SCOPED_TRACE(FormName(form));
+    for (const std::string& dir : FixtureModelDirs()) {
+      SCOPED_TRACE(dir);
+      std::unique_ptr<Harness> harness = CpuHarness(dir, form);
+      Harness& h = *harness;
+      ASSERT_TRUE(h.ok());
+      const int64_t n = 70;
+      const std::vector<int32_t> ids = Prompts({n + 1}, h.vocab())[0];
+      const ForwardOptions all{false, true};
+      int32_t next = 0;
+      const std::vector<int32_t> blocks_a = h.Blocks(n + 1, &next);
+      const std::vector<int32_t> blocks_b = h.Blocks(n + 1, &next);
+      ASSERT_TRUE(h.decoder().ResetStateSlot(0).ok());
+      ASSERT_TRUE(h.decoder().ResetStateSlot(1).ok());
+      BatchLayout prefill;
+      prefill.sequences.push_back(Slice(0, n, 0, 0, blocks_a));
+      auto whole = h.decoder().Forward(
+          prefill, absl::MakeConstSpan(ids).subspan(0, n), all);
+      ASSERT_TRUE(whole.ok()) << whole.status();
+      std::vector<float> stepped;
+      for (int64_t t = 0; t < n; ++t) {
+        BatchLayout one;
+        one.sequences.push_back(Slice(0, 1, t, 1, blocks_b));
+        auto out = h.decoder().Forward(one, {ids[t]}, all);
+        ASSERT_TRUE(out.ok()) << out.status();
+        stepped.insert(stepped.end(), out->logits.begin(), out->logits.end());
+      }
+      // One more token on both sequences, in one batch: their caches agree.
+      BatchLayout both;
+      both.sequences.push_back(Slice(0, 1, n, 0, blocks_a));
+      both.sequences.push_back(Slice(1, 1, n, 1, blocks_b));
+      auto after = h.decoder().Forward(both, {ids[n], ids[n]}, all);
+      ASSERT_TRUE(after.ok()) << after.status();
+      whole->logits.insert(whole->logits.end(), after->logits.begin(),
+                           after->logits.begin() + h.vocab());
+      stepped.insert(stepped.end(), after->logits.begin() + h.vocab(),
+                     after->logits.end());
+      ASSERT_EQ(stepped.size(), whole->logits.size());
+      for (int64_t t = 0; t <= n; ++t) {
+        const std::vector<double> ref(
+            whole->logits.begin() + t * h.vocab(),
+            whole->logits.begin() + (t + 1) * h.vocab());
+        const RowError e = CompareRow(stepped.data() + t * h.vocab(), ref);
+        EXPECT_LE(e.max_diff, 1e-4 * e.max_ref) << "position " << t;
+      }
     }
   }
 }
