@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Issue 5's batching gain, measured the way a noisy shared machine allows:
+# generated tokens/s of `tributary-bench` at concurrency 1, 8 and 32 on the
+# default model (64 requests, 32 prompt tokens, 64 generated, greedy), the
+# concurrencies interleaved round by round, and the gain (32 against 1)
+# computed per round, so that a drift of the machine's speed between rounds
+# moves both sides of a ratio alike. Prints every run, then per
+# concurrency the median tok/s, the mean batch, the engine loop's share of
+# a step (time outside the forward pass), and the median gain.
+#   bench/engine/batching_gain.sh [BUILD_DIR] [ROUNDS] [-- tributary-bench flags]
+# With OLD_BENCH=path/to/another/tributary-bench, every run is paired with
+# the same run of that binary (old first), and the report adds the median
+# new / old ratio per concurrency: an A/B of two builds side by side.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+build="${1:-$root/build}"
+[ $# -gt 0 ] && shift
+rounds="${1:-5}"
+[ $# -gt 0 ] && shift
+[ "${1:-}" = "--" ] && shift
+bench="$build/engine/cli/tributary-bench"
+[ -x "$bench" ] || { echo "no $bench: build first" >&2; exit 1; }
+old="${OLD_BENCH:-}"
+[ -z "$old" ] || [ -x "$old" ] || { echo "OLD_BENCH=$old is not executable" >&2; exit 1; }
+
+runs=$(mktemp)
+trap 'rm -f "$runs"' EXIT
+one_run() {  # label binary concurrency round [extra bench flags]
+  local label=$1 binary=$2 c=$3 r=$4 json
+  shift 4
+  json=$("$binary" --model "$root/models/tiny-shakespeare" --num-requests 64 \
+    --prompt-tokens 32 --output-tokens 64 --concurrency "$c" --threads 2 \
+    --seed 1 --json "$@" 2>/dev/null) ||
+    { echo "$label tributary-bench failed at C=$c" >&2; exit 1; }
+  echo "$label $c $r $(echo "$json" | tr -d '\n')" >> "$runs"
+}
+for r in $(seq "$rounds"); do
+  for c in 1 8 32; do
+    if [ -n "$old" ]; then one_run old "$old" "$c" "$r" "$@"; fi
+    one_run new "$bench" "$c" "$r" "$@"
+  done
+done
+
+python3 - "$runs" <<'EOF'
+import json, statistics, sys
+rows = []
+for line in open(sys.argv[1]):
+    label, c, r, js = line.split(" ", 3)
+    d = json.loads(js)
+    rows.append((label, int(c), int(r), d))
+    s = d["steps"]
+    print(f"{label} C={c:>2} round {r}: {d['generated_tokens_per_second']:8.1f} tok/s, "
+          f"mean batch {s['mean_batch_size']:5.2f}, outside the forward "
+          f"{100 * s['overhead_fraction']:.2f} %")
+labels = sorted({x[0] for x in rows}, reverse=True)  # "old" before "new"
+tps = {(l, c, r): d["generated_tokens_per_second"] for l, c, r, d in rows}
+rounds = sorted({x[2] for x in rows})
+for label in labels:
+    print(f"\n{label}:")
+    for c in (1, 8, 32):
+        ds = [d for l, cc, _, d in rows if l == label and cc == c]
+        print(f"  C={c:>2}: median {statistics.median(d['generated_tokens_per_second'] for d in ds):8.1f} tok/s, "
+              f"mean batch {statistics.median(d['steps']['mean_batch_size'] for d in ds):5.2f}, "
+              f"outside the forward {100 * statistics.median(d['steps']['overhead_fraction'] for d in ds):.2f} %")
+    gains = [tps[(label, 32, r)] / tps[(label, 1, r)] for r in rounds]
+    print(f"  gain 32 / 1 per round: {' '.join(f'{g:.2f}' for g in gains)}; "
+          f"median {statistics.median(gains):.2f}x (issue 5's goal: 6x)")
+if "old" in labels:
+    print("\nnew / old, paired runs:")
+    for c in (1, 8, 32):
+        ratios = [tps[("new", c, r)] / tps[("old", c, r)] for r in rounds]
+        print(f"  C={c:>2}: {' '.join(f'{x:.2f}' for x in ratios)}; median {statistics.median(ratios):.3f}")
+EOF
