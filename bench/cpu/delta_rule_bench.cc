@@ -4,12 +4,14 @@
 // on until 2026-11-30) against the recurrent form (one token at a time).
 // Prints the time per (token, value head) of each, their ratio, and how far
 // their outputs are apart (they agree to rounding). The backend's choice
-// between them (cpu_backend.cc, UseRecurrentDeltaRule) rests on this.
+// between them (delta_rule.h, DeltaRuleTakesRecurrentForm) rests on this.
 //   delta_rule_bench [--tokens T] [--sequences S] [--key-heads HK]
 //                    [--value-heads HV] [--key-dim DK] [--value-dim DV]
-//                    [--chunk C] [--rounds R]
+//                    [--chunk C] [--rounds R] [--max-log-decay D]
 // Defaults: the default model's GDN shape (HK 4, HV 8, DK = DV = 32),
-// T = 32, S = 16 (the engine's 512-token prefill step), C = 64, R = 9.
+// T = 32, S = 16 (the engine's 512-token prefill step), C = 64, R = 9,
+// D = 1 (log decays in (−D, 0]: a chunk's decays e^(G_i − G_j) reach
+// e^(−64 D), subnormal in f32 from D ≈ 1.4).
 // The 27B's shape: --key-heads 16 --value-heads 48 --key-dim 128
 // --value-dim 128.
 #include <algorithm>
@@ -31,8 +33,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // One sequence's inputs, as the decoder hands them over: q̂ and k̂
-// L2-normalised per head (q̂ also scaled by dk^−½), log decays in (−1, 0],
-// β in [0, 1), a random initial state.
+// L2-normalised per head (q̂ also scaled by dk^−½), log decays uniform in
+// (−max_log_decay, 0], β in [0, 1), a random initial state.
 struct Inputs {
   std::vector<float> q, k, v, g, beta, state;
 };
@@ -46,7 +48,8 @@ void Normalise(std::vector<float>& x, int64_t dim, float scale) {
   }
 }
 
-Inputs MakeInputs(const reference::DeltaRuleDims& d, std::mt19937& rng) {
+Inputs MakeInputs(const reference::DeltaRuleDims& d, float max_log_decay,
+                  std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
   const auto fill = [&](int64_t n, auto& dist) {
@@ -61,19 +64,19 @@ Inputs MakeInputs(const reference::DeltaRuleDims& d, std::mt19937& rng) {
   Normalise(in.k, d.key_dim, 1.0f);
   in.v = fill(d.num_tokens * d.num_value_heads * d.value_dim, normal);
   in.g = fill(d.num_tokens * d.num_value_heads, unit);
-  for (float& e : in.g) e = -e;
+  for (float& e : in.g) e *= -max_log_decay;
   in.beta = fill(d.num_tokens * d.num_value_heads, unit);
   in.state = fill(d.num_value_heads * d.key_dim * d.value_dim, normal);
   return in;
 }
 
 absl::Status Run(int argc, char** argv) {
-  ASSIGN_OR_RETURN(
-      CliArgs args,
-      CliArgs::Parse(argc, argv,
-                     {"tokens", "sequences", "key-heads", "value-heads",
-                      "key-dim", "value-dim", "chunk", "rounds"},
-                     {}));
+  ASSIGN_OR_RETURN(CliArgs args,
+                   CliArgs::Parse(argc, argv,
+                                  {"tokens", "sequences", "key-heads",
+                                   "value-heads", "key-dim", "value-dim",
+                                   "chunk", "rounds", "max-log-decay"},
+                                  {}));
   reference::DeltaRuleDims dims;
   ASSIGN_OR_RETURN(dims.num_tokens, args.GetInt("tokens", 32, 1, 1 << 16));
   ASSIGN_OR_RETURN(const int64_t sequences,
@@ -85,6 +88,8 @@ absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(dims.value_dim, args.GetInt("value-dim", 32, 1, 1024));
   ASSIGN_OR_RETURN(const int64_t chunk, args.GetInt("chunk", 64, 1, 1024));
   ASSIGN_OR_RETURN(const int64_t rounds, args.GetInt("rounds", 9, 1, 1000));
+  ASSIGN_OR_RETURN(const int64_t max_log_decay,
+                   args.GetInt("max-log-decay", 1, 0, 1000));
   if (dims.num_value_heads % dims.num_key_heads != 0) {
     return absl::InvalidArgumentError(
         "--value-heads must be a multiple of --key-heads");
@@ -93,7 +98,7 @@ absl::Status Run(int argc, char** argv) {
   std::mt19937 rng(1);
   std::vector<Inputs> inputs;
   for (int64_t s = 0; s < sequences; ++s)
-    inputs.push_back(MakeInputs(dims, rng));
+    inputs.push_back(MakeInputs(dims, static_cast<float>(max_log_decay), rng));
   const size_t out_elems = static_cast<size_t>(
       dims.num_tokens * dims.num_value_heads * dims.value_dim);
   std::vector<std::vector<float>> out[2];  // [form][sequence]

@@ -7,37 +7,56 @@
 # moves both sides of a ratio alike. Prints every run, then per
 # concurrency the median tok/s, the mean batch, the engine loop's share of
 # a step (time outside the forward pass), and the median gain.
-#   bench/engine/batching_gain.sh [BUILD_DIR] [ROUNDS] [-- tributary-bench flags]
+#   bench/engine/batching_gain.sh [BUILD_DIR [ROUNDS]] [-- tributary-bench flags]
+# (defaults: build, 5 rounds). The extra flags come after the fixed ones, so
+# they can change the load (e.g. --cpu-matmul bf16), but one that repeats a
+# fixed flag (--concurrency, --json) would break the report.
 # With OLD_BENCH=path/to/another/tributary-bench, every run is paired with
-# the same run of that binary (old first), and the report adds the median
-# new / old ratio per concurrency: an A/B of two builds side by side.
+# the same run of that binary (which goes first alternates by round), and
+# the report adds the median new / old ratio per concurrency: an A/B of two
+# builds side by side.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-build="${1:-$root/build}"
-[ $# -gt 0 ] && shift
-rounds="${1:-5}"
-[ $# -gt 0 ] && shift
-[ "${1:-}" = "--" ] && shift
+build="$root/build"
+rounds=5
+if [ $# -gt 0 ] && [ "$1" != "--" ]; then build="$1"; shift; fi
+if [ $# -gt 0 ] && [ "$1" != "--" ]; then rounds="$1"; shift; fi
+if [ $# -gt 0 ]; then
+  [ "$1" = "--" ] || { echo "usage: $0 [BUILD_DIR [ROUNDS]] [-- tributary-bench flags]" >&2; exit 2; }
+  shift
+fi
+[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "ROUNDS must be a positive integer, got '$rounds'" >&2; exit 2; }
 bench="$build/engine/cli/tributary-bench"
 [ -x "$bench" ] || { echo "no $bench: build first" >&2; exit 1; }
 old="${OLD_BENCH:-}"
 [ -z "$old" ] || [ -x "$old" ] || { echo "OLD_BENCH=$old is not executable" >&2; exit 1; }
 
 runs=$(mktemp)
-trap 'rm -f "$runs"' EXIT
+err=$(mktemp)
+trap 'rm -f "$runs" "$err"' EXIT
 one_run() {  # label binary concurrency round [extra bench flags]
   local label=$1 binary=$2 c=$3 r=$4 json
   shift 4
-  json=$("$binary" --model "$root/models/tiny-shakespeare" --num-requests 64 \
-    --prompt-tokens 32 --output-tokens 64 --concurrency "$c" --threads 2 \
-    --seed 1 --json "$@" 2>/dev/null) ||
-    { echo "$label tributary-bench failed at C=$c" >&2; exit 1; }
+  if ! json=$("$binary" --model "$root/models/tiny-shakespeare" \
+      --num-requests 64 --prompt-tokens 32 --output-tokens 64 \
+      --concurrency "$c" --threads 2 --seed 1 --json "$@" 2>"$err"); then
+    echo "$label tributary-bench failed at C=$c:" >&2
+    cat "$err" >&2
+    exit 1
+  fi
   echo "$label $c $r $(echo "$json" | tr -d '\n')" >> "$runs"
 }
 for r in $(seq "$rounds"); do
   for c in 1 8 32; do
-    if [ -n "$old" ]; then one_run old "$old" "$c" "$r" "$@"; fi
-    one_run new "$bench" "$c" "$r" "$@"
+    if [ -z "$old" ]; then
+      one_run new "$bench" "$c" "$r" "$@"
+    elif [ $((r % 2)) -eq 1 ]; then
+      one_run old "$old" "$c" "$r" "$@"
+      one_run new "$bench" "$c" "$r" "$@"
+    else
+      one_run new "$bench" "$c" "$r" "$@"
+      one_run old "$old" "$c" "$r" "$@"
+    fi
   done
 done
 
@@ -47,6 +66,9 @@ rows = []
 for line in open(sys.argv[1]):
     label, c, r, js = line.split(" ", 3)
     d = json.loads(js)
+    if d["num_ok"] != d["num_requests"] or d["errors"]:
+        sys.exit(f"{label} C={c} round {r}: {d['num_ok']} of "
+                 f"{d['num_requests']} requests ok, errors {d['errors']}")
     rows.append((label, int(c), int(r), d))
     s = d["steps"]
     print(f"{label} C={c:>2} round {r}: {d['generated_tokens_per_second']:8.1f} tok/s, "

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <memory>
 
+#include "engine/backend/cpu/flush_denormals.h"
+
 namespace tributary {
 namespace delta_rule_internal {
 namespace {
@@ -79,6 +81,7 @@ bool DeltaRuleTakesRecurrentForm(DeltaRuleForm form, int64_t num_tokens,
   //   dk = dv = 64 (16 KiB): 1.15–1.5;
   //   dk = dv = 128 (64 KiB, the 27B): 2.7 at T = 1, 1.9 at 2, 1.1 at 4,
   //   0.6–0.8 at 16 … 512.
+  // The cut at two tokens is conservative: at four the two forms are even.
   constexpr int64_t kFewTokens = 2;
   constexpr int64_t kL1StateBytes = 16 * 1024;
   return num_tokens <= kFewTokens ||
@@ -98,6 +101,10 @@ void GatedDeltaRuleHead(const DeltaRuleCall& call, int64_t head, void* scratch,
                         MatMulIsa isa) {
   namespace dri = delta_rule_internal;
   if (call.dims.num_tokens <= 0) return;
+  // Fast-forgetting heads drive the decays into subnormals, which cost the
+  // chunked form ~16× (flush_denormals.h); both forms flush, so a sequence's
+  // bits do not depend on which one ran before on this thread.
+  const ScopedFlushDenormals flush_denormals;
   float* s = static_cast<float*>(scratch);
   const DeltaRuleCall& c = call;
   switch (ResolveMatMulIsa(isa)) {

@@ -4,14 +4,18 @@
 // initial state, on every instruction-set path this CPU has (which must agree
 // bit for bit), and the same bits for any thread count.
 #include <gtest/gtest.h>
+#include <xmmintrin.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
-#include "engine/backend/cpu/delta_rule.h"
 #include "delta_rule_inputs.h"
+#include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/cpu/delta_rule.h"
+#include "engine/backend/cpu/flush_denormals.h"
 #include "engine/backend/cpu/reference_ops.h"
 #include "engine/backend/cpu/thread_pool.h"
 
@@ -150,10 +154,44 @@ TEST(DeltaRuleFastTest, SameBitsForAnyThreadCount) {
 TEST(DeltaRuleFastTest, StrongDecayStaysFinite) {
   Inputs in = MakeInputs(130, 1, 2, 32, 32, 5);
   for (float& g : in.g) g *= 20.0f;  // G down to about −5000 within a chunk
-  const Result want = RunReference(in, false);
-  const Result got = RunFast(in, false, nullptr, MatMulIsa::kAuto);
-  ExpectClose(got.out, want.out, 1e-5f, "out");
-  ExpectClose(got.state, want.state, 1e-5f, "state");
+  for (bool recurrent : {false, true}) {
+    const Result want = RunReference(in, recurrent);
+    const Result got = RunFast(in, recurrent, nullptr, MatMulIsa::kAuto);
+    ExpectClose(got.out, want.out, 1e-5f, "out");
+    ExpectClose(got.state, want.state, 1e-5f, "state");
+  }
+}
+
+// Decays that land in the subnormal range (a log decay of about −2 a token
+// puts e^(G_i − G_j) below 2^−126 across a chunk): the kernels flush those
+// to zero (flush_denormals.h), which moves nothing visible against the
+// reference, keeps every path's bits equal, and leaves the caller's own
+// floating-point flags as they were.
+TEST(DeltaRuleFastTest, SubnormalDecaysAreFlushedInsideOnly) {
+  Inputs in = MakeInputs(130, 1, 2, 32, 32, 9);
+  for (float& g : in.g) g = -2.0f + 0.5f * g;  // −3 … −2 a token
+  volatile float tiny = 1e-39f;                // subnormal
+  const unsigned csr_before = _mm_getcsr();
+  for (bool recurrent : {false, true}) {
+    const Result want = RunReference(in, recurrent);
+    const Result got = RunFast(in, recurrent, nullptr, MatMulIsa::kAuto);
+    ExpectClose(got.out, want.out, 1e-5f, "out");
+    ExpectClose(got.state, want.state, 1e-5f, "state");
+    for (MatMulIsa isa :
+         {MatMulIsa::kScalar, MatMulIsa::kAvx2, MatMulIsa::kAvx512}) {
+      if (!MatMulIsaSupported(isa)) continue;
+      const Result path = RunFast(in, recurrent, nullptr, isa);
+      EXPECT_EQ(path.out, got.out) << MatMulIsaName(isa);
+      EXPECT_EQ(path.state, got.state) << MatMulIsaName(isa);
+    }
+  }
+  EXPECT_EQ(_mm_getcsr(), csr_before);
+  EXPECT_GT(tiny * 1.0f, 0.0f);  // the caller still computes subnormals
+  {
+    const ScopedFlushDenormals flush;
+    EXPECT_EQ(tiny * 1.0f, 0.0f);
+  }
+  EXPECT_EQ(_mm_getcsr(), csr_before);
 }
 
 // The form each sequence takes. As transformers: recurrent only for one
@@ -174,6 +212,92 @@ TEST(DeltaRuleFormTest, EachFormChoosesAsItsContractSays) {
   EXPECT_FALSE(DeltaRuleTakesRecurrentForm(F::kFastest, 512, 64, 128, 128));
   EXPECT_TRUE(DeltaRuleTakesRecurrentForm(F::kFastest, 512, 0, 32, 32));
   EXPECT_TRUE(DeltaRuleTakesRecurrentForm(F::kFastest, 32, 0, 64, 64));
+  EXPECT_FALSE(DeltaRuleTakesRecurrentForm(F::kFastest, 32, 0, 64, 65));
+}
+
+// The CPU backend runs each sequence in the form its options pick
+// (DeltaRuleTakesRecurrentForm), bit for bit the kernel's result in that
+// form, with both forms in one call. Heads of 80 × 80 (25 KiB, past the
+// L1 bound): a 70-token prompt takes the chunked form either way; a 1-token
+// prompt and a 2-token continuation take the recurrent form when fastest and
+// the chunked form as transformers, so a backend that ignored its option
+// (or ran one form for the whole call) would give other bits.
+TEST(CpuBackendDeltaRuleTest, EachSequenceTakesTheFormItsOptionPicks) {
+  const int64_t hk = 1, hv = 2, dk = 80, dv = 80;
+  struct Seq {
+    Inputs in;
+    int64_t first_position;
+  };
+  const std::vector<Seq> seqs = {{MakeInputs(70, hk, hv, dk, dv, 11), 0},
+                                 {MakeInputs(1, hk, hv, dk, dv, 12), 0},
+                                 {MakeInputs(2, hk, hv, dk, dv, 13), 3}};
+  int64_t tokens = 0;
+  for (const Seq& s : seqs) tokens += s.in.dims.num_tokens;
+  for (const DeltaRuleForm form :
+       {DeltaRuleForm::kFastest, DeltaRuleForm::kAsTransformers}) {
+    SCOPED_TRACE(form == DeltaRuleForm::kFastest ? "fastest"
+                                                 : "as transformers");
+    auto backend = CpuBackend::Create({2, MatMulPrecision::kF32, form});
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    CpuBackend& b = **backend;
+    const int64_t num_slots = static_cast<int64_t>(seqs.size());
+    absl::StatusOr<Tensor> q = b.Allocate(ElementType::kF32, {tokens, hk, dk});
+    absl::StatusOr<Tensor> k = b.Allocate(ElementType::kF32, {tokens, hk, dk});
+    absl::StatusOr<Tensor> v = b.Allocate(ElementType::kF32, {tokens, hv, dv});
+    absl::StatusOr<Tensor> g = b.Allocate(ElementType::kF32, {tokens, hv});
+    absl::StatusOr<Tensor> beta = b.Allocate(ElementType::kF32, {tokens, hv});
+    absl::StatusOr<Tensor> state =
+        b.Allocate(ElementType::kF32, {num_slots, hv, dk, dv});
+    absl::StatusOr<Tensor> out =
+        b.Allocate(ElementType::kF32, {tokens, hv, dv});
+    ASSERT_TRUE(q.ok() && k.ok() && v.ok() && g.ok() && beta.ok() &&
+                state.ok() && out.ok());
+    BatchLayout layout;
+    int64_t offset = 0;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const Inputs& in = seqs[i].in;
+      const int64_t n = in.dims.num_tokens;
+      const auto put = [&](const std::vector<float>& host, const Tensor& t,
+                           int64_t row) {
+        std::memcpy(t.as<float>() + offset * row, host.data(),
+                    host.size() * sizeof(float));
+      };
+      put(in.q, *q, hk * dk);
+      put(in.k, *k, hk * dk);
+      put(in.v, *v, hv * dv);
+      put(in.g, *g, hv);
+      put(in.beta, *beta, hv);
+      std::memcpy(state->as<float>() + i * hv * dk * dv, in.state.data(),
+                  in.state.size() * sizeof(float));
+      SequenceSlice& s = layout.sequences.emplace_back();
+      s.token_offset = offset;
+      s.num_tokens = n;
+      s.first_position = seqs[i].first_position;
+      s.state_slot = static_cast<int32_t>(i);
+      offset += n;
+    }
+    ASSERT_TRUE(b.SetBatchLayout(layout).ok());
+    b.GatedDeltaRule(*q, *k, *v, *g, *beta, *state, *out);
+    offset = 0;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const Inputs& in = seqs[i].in;
+      const int64_t n = in.dims.num_tokens;
+      const bool recurrent =
+          DeltaRuleTakesRecurrentForm(form, n, seqs[i].first_position, dk, dv);
+      EXPECT_EQ(recurrent, form == DeltaRuleForm::kFastest && n <= 2)
+          << "sequence " << i;
+      const Result want = RunFast(in, recurrent, nullptr, MatMulIsa::kAuto);
+      const float* got_out = out->as<float>() + offset * hv * dv;
+      const float* got_state = state->as<float>() + i * hv * dk * dv;
+      EXPECT_EQ(std::vector<float>(got_out, got_out + want.out.size()),
+                want.out)
+          << "sequence " << i;
+      EXPECT_EQ(std::vector<float>(got_state, got_state + want.state.size()),
+                want.state)
+          << "sequence " << i;
+      offset += n;
+    }
+  }
 }
 
 }  // namespace

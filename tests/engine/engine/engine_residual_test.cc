@@ -109,8 +109,10 @@ TEST(EngineResidualTest, TraceCoversEveryPositionOnceAndSummaryAgrees) {
             << "position " << t << " sublayer " << s;
       }
       // The same as the request run alone, up to rounding: batching is
-      // bit-exact, but chunk boundaries (other requests share the step's
-      // token budget) change the delta rule's chunked summation order.
+      // bit-exact, but where the delta rule takes its chunked form (heads
+      // too large for L1: not the default model's, delta_rule.h), chunk
+      // boundaries (other requests share the step's token budget) change
+      // its summation order.
       const std::vector<float>& ref = alone[i][static_cast<size_t>(t)].norms;
       for (size_t k = 0; k < ref.size(); ++k) {
         ASSERT_NEAR(token.norms[k], ref[k], 1e-4f * (1.0f + ref[k]))

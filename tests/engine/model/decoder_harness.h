@@ -12,6 +12,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/backend/backend_factory.h"
+#include "engine/backend/cpu/delta_rule.h"
 #include "engine/model/hybrid_decoder.h"
 #include "engine/model/model_directory.h"
 #include "fixture_reference.h"
