@@ -2,7 +2,7 @@
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC bug 105593
-#pragma GCC diagnostic ignored "-Wuninitialized"  // the same bug
+#pragma GCC diagnostic ignored "-Wuninitialized"        // the same bug
 #endif
 
 #include <immintrin.h>
@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+
+#include "engine/backend/cpu/flush_denormals.h"
 
 namespace tributary {
 namespace attention_internal {
@@ -44,6 +46,10 @@ void PagedAttentionUnit(const AttentionCall& call, int64_t unit, void* scratch,
   // and long causal rows.
   const int64_t i = unit / kv_heads, kvh = unit % kv_heads;
   const int64_t t = (i % 2 == 0) ? i / 2 : call.num_tokens - 1 - i / 2;
+  // Keys scoring 87–103 below the row's maximum get subnormal weights, and
+  // the value pass over them ran 14× slower (4,096 keys, one thread: 12.6
+  // against 0.9 ms); flushed, they cost what any key does.
+  const ScopedFlushDenormals flush_denormals;
   float* s = static_cast<float*>(scratch);
   switch (ResolveMatMulIsa(isa)) {
     case MatMulIsa::kAvx512:

@@ -12,6 +12,10 @@
 // partition, tokens interleaved from both ends of the sequence so the causal
 // triangle's work is balanced.
 //
+// Subnormal numbers are flushed to zero inside a unit (FTZ and DAZ,
+// flush_denormals.h): keys scoring 87–103 below the maximum would get
+// subnormal weights, ~100 cycles an operation on x86.
+//
 // Determinism: a query's output depends only on its own q and keys/values
 // 0 … position, through orders fixed by position and head_dim: not on the
 // thread count, the other tokens or sequences of the call, or on how a

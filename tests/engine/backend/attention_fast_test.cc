@@ -4,6 +4,7 @@
 // identical to each other), any thread count (bit identical), and a token's
 // output the same bits whether it comes from one prefill or a later call.
 #include <gtest/gtest.h>
+#include <xmmintrin.h>
 
 #include <algorithm>
 #include <cmath>
@@ -174,6 +175,40 @@ TEST(AttentionFastTest, SplitCallsGiveTheSameBits) {
     split.insert(split.end(), part.begin(), part.end());
   }
   EXPECT_EQ(split, whole);
+}
+
+// Keys that score about 95 below the row's maximum: their weights e^(s − max)
+// are subnormal in f32, which the kernel flushes to zero (flush_denormals.h).
+// Against the reference (which keeps them) that moves nothing visible, every
+// path keeps the same bits, and the caller's floating-point flags are left
+// as they were.
+TEST(AttentionFastTest, SubnormalWeightsAreFlushedInsideOnly) {
+  const int64_t heads = 4, d = 64, positions = 300;
+  Cache cache = MakeCache(positions, 16, 1, d, 31);
+  std::vector<float> q(heads * d, 0.0f);
+  for (int64_t h = 0; h < heads; ++h) q[h * d] = 8.0f;  // score = k[0]
+  // Key dim 0: the first key scores 0, the others −90 … −100 (scale 1/8).
+  for (int64_t p = 0; p < positions; ++p) {
+    const int64_t block = cache.table[p / cache.block_size];
+    const float score = p == 0 ? 0.0f : -90.0f - static_cast<float>(p % 11);
+    cache.k_pool[(block * cache.block_size + p % cache.block_size) * d] = score;
+  }
+  volatile float tiny = 1e-39f;  // subnormal
+  // The control bits (the status flags, bits 0–5, are sticky: the
+  // reference itself raises them).
+  const auto controls = [] { return _mm_getcsr() & ~0x3Fu; };
+  const unsigned csr_before = controls();
+  const std::vector<float> want =
+      Reference(cache, q.data(), 1, heads, positions - 1);
+  const std::vector<float> got =
+      Fast(cache, q.data(), 1, heads, positions - 1, nullptr, MatMulIsa::kAuto);
+  ExpectClose(got, want, "auto");
+  for (MatMulIsa isa : Paths()) {
+    EXPECT_EQ(Fast(cache, q.data(), 1, heads, positions - 1, nullptr, isa), got)
+        << MatMulIsaName(isa);
+  }
+  EXPECT_EQ(controls(), csr_before);
+  EXPECT_GT(tiny * 1.0f, 0.0f);
 }
 
 }  // namespace
