@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -39,26 +40,29 @@ const char* FormName(DeltaRuleForm form) {
                                          : "delta rule: as transformers";
 }
 
-// A harness with the default sizes on the CPU backend with `form`.
-std::unique_ptr<Harness> CpuHarness(const std::string& dir,
-                                    DeltaRuleForm form) {
-  return std::make_unique<Harness>(dir, 256, 8, BackendKind::kCpu,
-                                   ElementType::kBF16, MatMulPrecision::kF32,
-                                   form);
-}
-
-TEST(HybridDecoderFixtureTest, MatchesTransformersOnEveryFixture) {
+// Runs body(harness, dir) on a CPU harness (default sizes) of every fixture
+// model, once in each delta rule form.
+void ForEachFormAndFixture(
+    const std::function<void(Harness&, const std::string&)>& body) {
   const std::vector<std::string> dirs = FixtureModelDirs();
   ASSERT_GE(dirs.size(), 6u);
   for (const DeltaRuleForm form : kDeltaRuleForms) {
     SCOPED_TRACE(FormName(form));
     for (const std::string& dir : dirs) {
       SCOPED_TRACE(dir);
-      std::unique_ptr<Harness> h = CpuHarness(dir, form);
-      CheckModel(*h, dir + "/reference.json",
-                 std::filesystem::path(dir).filename().string());
+      Harness h(dir, 256, 8, BackendKind::kCpu, ElementType::kBF16,
+                MatMulPrecision::kF32, form);
+      ASSERT_TRUE(h.ok());
+      body(h, dir);
     }
   }
+}
+
+TEST(HybridDecoderFixtureTest, MatchesTransformersOnEveryFixture) {
+  ForEachFormAndFixture([](Harness& h, const std::string& dir) {
+    CheckModel(h, dir + "/reference.json",
+               std::filesystem::path(dir).filename().string());
+  });
 }
 
 TEST(HybridDecoderFixtureTest, DefaultModelGreedyTextIsPinned) {
@@ -383,45 +387,37 @@ TEST(HybridDecoderTest, DeviceChoiceRowsGetTheTokenOfTheirLogits) {
 }
 
 TEST(HybridDecoderTest, ChunkedPrefillEqualsOnePrefill) {
-  for (const DeltaRuleForm form : kDeltaRuleForms) {
-    SCOPED_TRACE(FormName(form));
-    for (const std::string& dir : FixtureModelDirs()) {
-      SCOPED_TRACE(dir);
-      std::unique_ptr<Harness> harness = CpuHarness(dir, form);
-      Harness& h = *harness;
-      ASSERT_TRUE(h.ok());
-      const std::vector<int32_t> prompt = Prompts({130}, h.vocab())[0];
-      const ForwardOptions all{false, true};
-      int32_t next = 0;
-      BatchLayout whole;
-      whole.sequences.push_back(Slice(0, 130, 0, 0, h.Blocks(130, &next)));
-      ASSERT_TRUE(h.decoder().ResetStateSlot(0).ok());
-      auto one = h.decoder().Forward(whole, prompt, all);
-      ASSERT_TRUE(one.ok()) << one.status();
+  ForEachFormAndFixture([](Harness& h, const std::string&) {
+    const std::vector<int32_t> prompt = Prompts({130}, h.vocab())[0];
+    const ForwardOptions all{false, true};
+    int32_t next = 0;
+    BatchLayout whole;
+    whole.sequences.push_back(Slice(0, 130, 0, 0, h.Blocks(130, &next)));
+    ASSERT_TRUE(h.decoder().ResetStateSlot(0).ok());
+    auto one = h.decoder().Forward(whole, prompt, all);
+    ASSERT_TRUE(one.ok()) << one.status();
 
-      ASSERT_TRUE(h.decoder().ResetStateSlot(1).ok());
-      const std::vector<int32_t> blocks = h.Blocks(130, &next);
-      std::vector<float> chunked;
-      int64_t position = 0;
-      for (int64_t size : {1, 7, 64, 58}) {
-        BatchLayout layout;
-        layout.sequences.push_back(Slice(0, size, position, 1, blocks));
-        auto out = h.decoder().Forward(
-            layout, absl::MakeConstSpan(prompt).subspan(position, size), all);
-        ASSERT_TRUE(out.ok()) << out.status();
-        chunked.insert(chunked.end(), out->logits.begin(), out->logits.end());
-        position += size;
-      }
-      ASSERT_EQ(chunked.size(), one->logits.size());
-      for (int64_t t = 0; t < 130; ++t) {
-        const std::vector<double> ref(
-            one->logits.begin() + t * h.vocab(),
-            one->logits.begin() + (t + 1) * h.vocab());
-        const RowError e = CompareRow(chunked.data() + t * h.vocab(), ref);
-        EXPECT_LE(e.max_diff, 1e-5 * e.max_ref) << "position " << t;
-      }
+    ASSERT_TRUE(h.decoder().ResetStateSlot(1).ok());
+    const std::vector<int32_t> blocks = h.Blocks(130, &next);
+    std::vector<float> chunked;
+    int64_t position = 0;
+    for (int64_t size : {1, 7, 64, 58}) {
+      BatchLayout layout;
+      layout.sequences.push_back(Slice(0, size, position, 1, blocks));
+      auto out = h.decoder().Forward(
+          layout, absl::MakeConstSpan(prompt).subspan(position, size), all);
+      ASSERT_TRUE(out.ok()) << out.status();
+      chunked.insert(chunked.end(), out->logits.begin(), out->logits.end());
+      position += size;
     }
-  }
+    ASSERT_EQ(chunked.size(), one->logits.size());
+    for (int64_t t = 0; t < 130; ++t) {
+      const std::vector<double> ref(one->logits.begin() + t * h.vocab(),
+                                    one->logits.begin() + (t + 1) * h.vocab());
+      const RowError e = CompareRow(chunked.data() + t * h.vocab(), ref);
+      EXPECT_LE(e.max_diff, 1e-5 * e.max_ref) << "position " << t;
+    }
+  });
 }
 
 // A prefill of N tokens equals N single-token decodes (the recurrent delta
@@ -431,54 +427,47 @@ TEST(HybridDecoderTest, ChunkedPrefillEqualsOnePrefill) {
 // only (about 1e-5 after 70 tokens), hence the fixtures' tolerance; the
 // fastest form takes the recurrent one on these small heads both ways.
 TEST(HybridDecoderTest, PrefillEqualsTokenByTokenDecode) {
-  for (const DeltaRuleForm form : kDeltaRuleForms) {
-    SCOPED_TRACE(FormName(form));
-    for (const std::string& dir : FixtureModelDirs()) {
-      SCOPED_TRACE(dir);
-      std::unique_ptr<Harness> harness = CpuHarness(dir, form);
-      Harness& h = *harness;
-      ASSERT_TRUE(h.ok());
-      const int64_t n = 70;
-      const std::vector<int32_t> ids = Prompts({n + 1}, h.vocab())[0];
-      const ForwardOptions all{false, true};
-      int32_t next = 0;
-      const std::vector<int32_t> blocks_a = h.Blocks(n + 1, &next);
-      const std::vector<int32_t> blocks_b = h.Blocks(n + 1, &next);
-      ASSERT_TRUE(h.decoder().ResetStateSlot(0).ok());
-      ASSERT_TRUE(h.decoder().ResetStateSlot(1).ok());
-      BatchLayout prefill;
-      prefill.sequences.push_back(Slice(0, n, 0, 0, blocks_a));
-      auto whole = h.decoder().Forward(
-          prefill, absl::MakeConstSpan(ids).subspan(0, n), all);
-      ASSERT_TRUE(whole.ok()) << whole.status();
-      std::vector<float> stepped;
-      for (int64_t t = 0; t < n; ++t) {
-        BatchLayout one;
-        one.sequences.push_back(Slice(0, 1, t, 1, blocks_b));
-        auto out = h.decoder().Forward(one, {ids[t]}, all);
-        ASSERT_TRUE(out.ok()) << out.status();
-        stepped.insert(stepped.end(), out->logits.begin(), out->logits.end());
-      }
-      // One more token on both sequences, in one batch: their caches agree.
-      BatchLayout both;
-      both.sequences.push_back(Slice(0, 1, n, 0, blocks_a));
-      both.sequences.push_back(Slice(1, 1, n, 1, blocks_b));
-      auto after = h.decoder().Forward(both, {ids[n], ids[n]}, all);
-      ASSERT_TRUE(after.ok()) << after.status();
-      whole->logits.insert(whole->logits.end(), after->logits.begin(),
-                           after->logits.begin() + h.vocab());
-      stepped.insert(stepped.end(), after->logits.begin() + h.vocab(),
-                     after->logits.end());
-      ASSERT_EQ(stepped.size(), whole->logits.size());
-      for (int64_t t = 0; t <= n; ++t) {
-        const std::vector<double> ref(
-            whole->logits.begin() + t * h.vocab(),
-            whole->logits.begin() + (t + 1) * h.vocab());
-        const RowError e = CompareRow(stepped.data() + t * h.vocab(), ref);
-        EXPECT_LE(e.max_diff, 1e-4 * e.max_ref) << "position " << t;
-      }
+  ForEachFormAndFixture([](Harness& h, const std::string&) {
+    const int64_t n = 70;
+    const std::vector<int32_t> ids = Prompts({n + 1}, h.vocab())[0];
+    const ForwardOptions all{false, true};
+    int32_t next = 0;
+    const std::vector<int32_t> blocks_a = h.Blocks(n + 1, &next);
+    const std::vector<int32_t> blocks_b = h.Blocks(n + 1, &next);
+    ASSERT_TRUE(h.decoder().ResetStateSlot(0).ok());
+    ASSERT_TRUE(h.decoder().ResetStateSlot(1).ok());
+    BatchLayout prefill;
+    prefill.sequences.push_back(Slice(0, n, 0, 0, blocks_a));
+    auto whole = h.decoder().Forward(
+        prefill, absl::MakeConstSpan(ids).subspan(0, n), all);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    std::vector<float> stepped;
+    for (int64_t t = 0; t < n; ++t) {
+      BatchLayout one;
+      one.sequences.push_back(Slice(0, 1, t, 1, blocks_b));
+      auto out = h.decoder().Forward(one, {ids[t]}, all);
+      ASSERT_TRUE(out.ok()) << out.status();
+      stepped.insert(stepped.end(), out->logits.begin(), out->logits.end());
     }
-  }
+    // One more token on both sequences, in one batch: their caches agree.
+    BatchLayout both;
+    both.sequences.push_back(Slice(0, 1, n, 0, blocks_a));
+    both.sequences.push_back(Slice(1, 1, n, 1, blocks_b));
+    auto after = h.decoder().Forward(both, {ids[n], ids[n]}, all);
+    ASSERT_TRUE(after.ok()) << after.status();
+    whole->logits.insert(whole->logits.end(), after->logits.begin(),
+                         after->logits.begin() + h.vocab());
+    stepped.insert(stepped.end(), after->logits.begin() + h.vocab(),
+                   after->logits.end());
+    ASSERT_EQ(stepped.size(), whole->logits.size());
+    for (int64_t t = 0; t <= n; ++t) {
+      const std::vector<double> ref(
+          whole->logits.begin() + t * h.vocab(),
+          whole->logits.begin() + (t + 1) * h.vocab());
+      const RowError e = CompareRow(stepped.data() + t * h.vocab(), ref);
+      EXPECT_LE(e.max_diff, 1e-4 * e.max_ref) << "position " << t;
+    }
+  });
 }
 
 // Free-running greedy generation on the default model (each token fed back)
