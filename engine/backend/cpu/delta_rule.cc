@@ -101,9 +101,10 @@ void GatedDeltaRuleHead(const DeltaRuleCall& call, int64_t head, void* scratch,
                         MatMulIsa isa) {
   namespace dri = delta_rule_internal;
   if (call.dims.num_tokens <= 0) return;
-  // Fast-forgetting heads drive the decays into subnormals, which cost the
-  // chunked form ~16× (flush_denormals.h); both forms flush, so a sequence's
-  // bits do not depend on which one ran before on this thread.
+  // Fast-forgetting heads drive the decays into subnormals: the chunked
+  // form's e^(G_i − G_j) across a chunk (it ran ~16× slower), the recurrent
+  // form's e^g when a token's own log decay is below −87
+  // (flush_denormals.h).
   const ScopedFlushDenormals flush_denormals;
   float* s = static_cast<float*>(scratch);
   const DeltaRuleCall& c = call;

@@ -7,10 +7,10 @@
 // values decay exponentially meet them in bulk: the chunked delta rule's
 // decays e^(G_i − G_j) fall below 2^−126 when a head forgets fast, and the
 // products that use them run ~16× slower (bench/cpu/delta_rule_bench
-// --max-log-decay 4: 24.7 against 1.5 µs a token and head). Flushing moves a
-// result by less than 2^−126 (1.2e−38) in absolute terms, far below the
-// kernels' rounding against the reference. Every ISA path of a kernel runs
-// under the same flags, so they still give identical bits.
+// --max-log-decay 4: 24.7 against 1.5 µs a token and head). Each flushed
+// number is below 2^−126 (1.2e−38) in magnitude, far under the kernels'
+// rounding against the reference. Every ISA path of a kernel runs under the
+// same flags, so they still give identical bits.
 //
 // Thread safety: affects the calling thread only. Not copyable.
 #ifndef TRIBUTARY_ENGINE_BACKEND_CPU_FLUSH_DENORMALS_H_
