@@ -2,8 +2,9 @@
 // calling thread for the object's lifetime (the SSE/AVX control register's
 // FTZ and DAZ bits), restored after.
 //
-// Why: an x86 core takes a microcode assist for arithmetic on or producing a
-// subnormal number, about a hundred cycles each instead of one. Kernels whose
+// Why: x86 cores take a microcode assist for arithmetic on or producing a
+// subnormal number (on the Intel VMs these figures come from, the kernels
+// below ran 14–16× slower; AMD's cores are said to pay less). Kernels whose
 // values decay exponentially meet them in bulk: the chunked delta rule's
 // decays e^(G_i − G_j) fall below 2^−126 when a head forgets fast, and the
 // products that use them run ~16× slower (bench/cpu/delta_rule_bench
@@ -11,6 +12,11 @@
 // number is below 2^−126 (1.2e−38) in magnitude, far under the kernels'
 // rounding against the reference. Every ISA path of a kernel runs under the
 // same flags, so they still give identical bits.
+//
+// The whole register is put back at the end, status flags included: an
+// exception flag (overflow, invalid, …) raised inside does not reach the
+// caller's fetestexcept. Nothing in Tributary reads them; this keeps a
+// kernel free of side effects on the thread it borrows.
 //
 // Thread safety: affects the calling thread only. Not copyable.
 #ifndef TRIBUTARY_ENGINE_BACKEND_CPU_FLUSH_DENORMALS_H_

@@ -180,8 +180,8 @@ TEST(AttentionFastTest, SplitCallsGiveTheSameBits) {
 // Keys that score about 95 below the row's maximum: their weights e^(s − max)
 // are subnormal in f32, which the kernel flushes to zero (flush_denormals.h).
 // Against the reference (which keeps them) that moves nothing visible, every
-// path keeps the same bits, and the caller's floating-point flags are left
-// as they were.
+// path keeps the same bits, and the caller's control bits are left as they
+// were.
 TEST(AttentionFastTest, SubnormalWeightsAreFlushedInsideOnly) {
   const int64_t heads = 4, d = 64, positions = 300;
   Cache cache = MakeCache(positions, 16, 1, d, 31);
@@ -193,7 +193,6 @@ TEST(AttentionFastTest, SubnormalWeightsAreFlushedInsideOnly) {
     const float score = p == 0 ? 0.0f : -90.0f - static_cast<float>(p % 11);
     cache.k_pool[(block * cache.block_size + p % cache.block_size) * d] = score;
   }
-  volatile float tiny = 1e-39f;  // subnormal
   // The control bits (the status flags, bits 0–5, are sticky: the
   // reference itself raises them).
   const auto controls = [] { return _mm_getcsr() & ~0x3Fu; };
@@ -208,7 +207,29 @@ TEST(AttentionFastTest, SubnormalWeightsAreFlushedInsideOnly) {
         << MatMulIsaName(isa);
   }
   EXPECT_EQ(controls(), csr_before);
-  EXPECT_GT(tiny * 1.0f, 0.0f);
+}
+
+// The kernel runs flushed: one cached key whose value row is 1e-39
+// (subnormal) reads as zero inside, so the output is exactly zero on every
+// path, where the unflushed reference returns that value (its only key's
+// weight is 1).
+TEST(AttentionFastTest, KernelReadsSubnormalsAsZero) {
+  const int64_t heads = 2, d = 32;
+  Cache cache = MakeCache(1, 16, 1, d, 41);
+  for (int64_t i = 0; i < d; ++i) {
+    cache.v_pool[cache.table[0] * cache.block_size * d + i] = 1e-39f;
+  }
+  const std::vector<float> q = RandomQ(1, heads, d, 42);
+  const std::vector<float> want = Reference(cache, q.data(), 1, heads, 0);
+  EXPECT_TRUE(
+      std::any_of(want.begin(), want.end(), [](float x) { return x != 0.0f; }));
+  for (MatMulIsa isa : Paths()) {
+    const std::vector<float> got =
+        Fast(cache, q.data(), 1, heads, 0, nullptr, isa);
+    EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](float x) {
+      return x == 0.0f;
+    })) << MatMulIsaName(isa);
+  }
 }
 
 }  // namespace

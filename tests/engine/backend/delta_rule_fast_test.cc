@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -162,18 +163,69 @@ TEST(DeltaRuleFastTest, StrongDecayStaysFinite) {
   }
 }
 
-// Decays that land in the subnormal range (a log decay of about −2 a token
-// puts e^(G_i − G_j) below 2^−126 across a chunk): the kernels flush those
-// to zero (flush_denormals.h), which moves nothing visible against the
-// reference, keeps every path's bits equal, and leaves the caller's own
-// floating-point flags as they were.
+// The MXCSR control bits (the status flags, bits 0–5, are sticky: the
+// reference raises them, and the scope puts back the caller's).
+unsigned MxcsrControls() { return _mm_getcsr() & ~0x3Fu; }
+
+// A float's bits (a comparison would itself read a subnormal as zero under
+// DAZ).
+uint32_t Bits(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return bits;
+}
+
+// ScopedFlushDenormals: inside, a subnormal result is zero (FTZ) and a
+// subnormal input reads as zero (DAZ); after, both as before.
+TEST(ScopedFlushDenormalsTest, FlushesInsideAndRestoresAfter) {
+  volatile float small = 1e-20f;  // normal; its square is subnormal
+  volatile float tiny = 1e-39f;   // subnormal
+  volatile float big = 1e30f;
+  const unsigned before = MxcsrControls();
+  EXPECT_NE(Bits(small * small), 0u);
+  EXPECT_NE(Bits(tiny * big), 0u);
+  {
+    const ScopedFlushDenormals flush;
+    EXPECT_EQ(Bits(small * small), 0u);  // FTZ
+    EXPECT_EQ(Bits(tiny * big), 0u);     // DAZ: 0 · 1e30
+  }
+  EXPECT_NE(Bits(small * small), 0u);
+  EXPECT_NE(Bits(tiny * big), 0u);
+  EXPECT_EQ(MxcsrControls(), before);
+}
+
+// The kernels run flushed: values of 1e-39 (subnormal) with a zero state
+// read as zero inside, so every output and state element is exactly zero on
+// every path and in both forms, where the unflushed reference carries them
+// through as tiny non-zero numbers.
+TEST(DeltaRuleFastTest, KernelsReadSubnormalsAsZero) {
+  Inputs in = MakeInputs(70, 1, 2, 32, 32, 10);
+  for (float& x : in.v) x = 1e-39f;
+  for (float& x : in.state) x = 0.0f;
+  for (bool recurrent : {false, true}) {
+    const Result want = RunReference(in, recurrent);
+    EXPECT_TRUE(std::any_of(want.out.begin(), want.out.end(),
+                            [](float x) { return x != 0.0f; }));
+    for (MatMulIsa isa : Paths()) {
+      const Result got = RunFast(in, recurrent, nullptr, isa);
+      EXPECT_TRUE(std::all_of(got.out.begin(), got.out.end(),
+                              [](float x) { return x == 0.0f; }))
+          << MatMulIsaName(isa) << (recurrent ? " recurrent" : " chunked");
+      EXPECT_TRUE(std::all_of(got.state.begin(), got.state.end(),
+                              [](float x) { return x == 0.0f; }))
+          << MatMulIsaName(isa) << (recurrent ? " recurrent" : " chunked");
+    }
+  }
+}
+
+// Decays that land in the subnormal range (a log decay of about −2.5 a
+// token puts e^(G_i − G_j) below 2^−126 across a chunk): flushed, they move
+// nothing visible against the reference, every path keeps the same bits,
+// and the caller's control bits are as they were.
 TEST(DeltaRuleFastTest, SubnormalDecaysAreFlushedInsideOnly) {
   Inputs in = MakeInputs(130, 1, 2, 32, 32, 9);
   for (float& g : in.g) g = -2.0f + 0.5f * g;  // −3 … −2 a token
-  volatile float tiny = 1e-39f;                // subnormal
-  // The control bits (the status flags, bits 0–5, are sticky: the
-  // reference itself raises them).
-  const auto controls = [] { return _mm_getcsr() & ~0x3Fu; };
+  const auto controls = MxcsrControls;
   const unsigned csr_before = controls();
   for (bool recurrent : {false, true}) {
     const Result want = RunReference(in, recurrent);
@@ -187,12 +239,6 @@ TEST(DeltaRuleFastTest, SubnormalDecaysAreFlushedInsideOnly) {
       EXPECT_EQ(path.out, got.out) << MatMulIsaName(isa);
       EXPECT_EQ(path.state, got.state) << MatMulIsaName(isa);
     }
-  }
-  EXPECT_EQ(controls(), csr_before);
-  EXPECT_GT(tiny * 1.0f, 0.0f);  // the caller still computes subnormals
-  {
-    const ScopedFlushDenormals flush;
-    EXPECT_EQ(tiny * 1.0f, 0.0f);
   }
   EXPECT_EQ(controls(), csr_before);
 }
