@@ -19,56 +19,18 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <random>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "engine/backend/cpu/delta_rule.h"
 #include "engine/base/cli.h"
 #include "engine/base/status_macros.h"
+#include "tests/engine/backend/delta_rule_inputs.h"
 
 namespace tributary {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// One sequence's inputs, as the decoder hands them over: q̂ and k̂
-// L2-normalised per head (q̂ also scaled by dk^−½), log decays uniform in
-// (−max_log_decay, 0], β in [0, 1), a random initial state.
-struct Inputs {
-  std::vector<float> q, k, v, g, beta, state;
-};
-
-void Normalise(std::vector<float>& x, int64_t dim, float scale) {
-  for (size_t at = 0; at < x.size(); at += static_cast<size_t>(dim)) {
-    double sum = 0.0;
-    for (int64_t i = 0; i < dim; ++i) sum += double{x[at + i]} * x[at + i];
-    const float inv = scale / static_cast<float>(std::sqrt(sum) + 1e-6);
-    for (int64_t i = 0; i < dim; ++i) x[at + i] *= inv;
-  }
-}
-
-Inputs MakeInputs(const reference::DeltaRuleDims& d, float max_log_decay,
-                  std::mt19937& rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
-  const auto fill = [&](int64_t n, auto& dist) {
-    std::vector<float> x(static_cast<size_t>(n));
-    for (float& e : x) e = dist(rng);
-    return x;
-  };
-  Inputs in;
-  in.q = fill(d.num_tokens * d.num_key_heads * d.key_dim, normal);
-  in.k = fill(d.num_tokens * d.num_key_heads * d.key_dim, normal);
-  Normalise(in.q, d.key_dim, 1.0f / std::sqrt(static_cast<float>(d.key_dim)));
-  Normalise(in.k, d.key_dim, 1.0f);
-  in.v = fill(d.num_tokens * d.num_value_heads * d.value_dim, normal);
-  in.g = fill(d.num_tokens * d.num_value_heads, unit);
-  for (float& e : in.g) e *= -max_log_decay;
-  in.beta = fill(d.num_tokens * d.num_value_heads, unit);
-  in.state = fill(d.num_value_heads * d.key_dim * d.value_dim, normal);
-  return in;
-}
 
 absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(CliArgs args,
@@ -95,10 +57,16 @@ absl::Status Run(int argc, char** argv) {
         "--value-heads must be a multiple of --key-heads");
   }
 
-  std::mt19937 rng(1);
-  std::vector<Inputs> inputs;
-  for (int64_t s = 0; s < sequences; ++s)
-    inputs.push_back(MakeInputs(dims, static_cast<float>(max_log_decay), rng));
+  // The delta rule tests' random inputs (q̂ and k̂ L2-normalised as the
+  // decoder hands them over, log decays uniform in (−D, 0], β in [0, 1), a
+  // random initial state), one seed per sequence.
+  std::vector<DeltaRuleInputs> inputs;
+  for (int64_t s = 0; s < sequences; ++s) {
+    inputs.push_back(MakeDeltaRuleInputs(
+        dims.num_tokens, dims.num_key_heads, dims.num_value_heads, dims.key_dim,
+        dims.value_dim, static_cast<uint32_t>(s + 1),
+        static_cast<float>(max_log_decay)));
+  }
   const size_t out_elems = static_cast<size_t>(
       dims.num_tokens * dims.num_value_heads * dims.value_dim);
   std::vector<std::vector<float>> out[2];  // [form][sequence]
@@ -111,7 +79,7 @@ absl::Status Run(int argc, char** argv) {
   const auto prefill = [&](int form) {
     double seconds = 0.0;
     for (int64_t s = 0; s < sequences; ++s) {
-      const Inputs& in = inputs[static_cast<size_t>(s)];
+      const DeltaRuleInputs& in = inputs[static_cast<size_t>(s)];
       state = in.state;  // outside the timing: the call updates it
       DeltaRuleCall call;
       call.dims = dims;

@@ -134,19 +134,12 @@ absl::Status Run(int argc, char** argv) {
   }
   std::sort(rows.rbegin(), rows.rend());
   const double per_step_ms = 1e3 / static_cast<double>(steps);
-  if (prefill) {
-    std::printf(
-        "batch %lld, %lld prefill steps of %lld-token prompts, %lld "
-        "threads\n",
-        static_cast<long long>(batch), static_cast<long long>(steps),
-        static_cast<long long>(prompt), static_cast<long long>(threads));
-  } else {
-    std::printf(
-        "batch %lld, %lld decode steps after a %lld-token prompt, %lld "
-        "threads\n",
-        static_cast<long long>(batch), static_cast<long long>(steps),
-        static_cast<long long>(prompt), static_cast<long long>(threads));
-  }
+  const std::string what =
+      prefill ? absl::StrCat("prefill steps of ", prompt, "-token prompts")
+              : absl::StrCat("decode steps after a ", prompt, "-token prompt");
+  std::printf("batch %lld, %lld %s, %lld threads\n",
+              static_cast<long long>(batch), static_cast<long long>(steps),
+              what.c_str(), static_cast<long long>(threads));
   std::printf(
       "forward: mean %.3f ms/step (%.1f tok/s), best %.3f ms "
       "(%.1f tok/s); ops: mean %.3f, sum of bests %.3f ms\n",

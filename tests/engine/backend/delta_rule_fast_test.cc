@@ -225,22 +225,19 @@ TEST(DeltaRuleFastTest, KernelsReadSubnormalsAsZero) {
 TEST(DeltaRuleFastTest, SubnormalDecaysAreFlushedInsideOnly) {
   Inputs in = MakeInputs(130, 1, 2, 32, 32, 9);
   for (float& g : in.g) g = -2.0f + 0.5f * g;  // −3 … −2 a token
-  const auto controls = MxcsrControls;
-  const unsigned csr_before = controls();
+  const unsigned csr_before = MxcsrControls();
   for (bool recurrent : {false, true}) {
     const Result want = RunReference(in, recurrent);
     const Result got = RunFast(in, recurrent, nullptr, MatMulIsa::kAuto);
     ExpectClose(got.out, want.out, 1e-5f, "out");
     ExpectClose(got.state, want.state, 1e-5f, "state");
-    for (MatMulIsa isa :
-         {MatMulIsa::kScalar, MatMulIsa::kAvx2, MatMulIsa::kAvx512}) {
-      if (!MatMulIsaSupported(isa)) continue;
+    for (MatMulIsa isa : Paths()) {
       const Result path = RunFast(in, recurrent, nullptr, isa);
       EXPECT_EQ(path.out, got.out) << MatMulIsaName(isa);
       EXPECT_EQ(path.state, got.state) << MatMulIsaName(isa);
     }
   }
-  EXPECT_EQ(controls(), csr_before);
+  EXPECT_EQ(MxcsrControls(), csr_before);
 }
 
 // The form each sequence takes. As transformers: recurrent only for one
