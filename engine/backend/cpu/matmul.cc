@@ -1,6 +1,7 @@
 #include "engine/backend/cpu/matmul.h"
 
 #include <cpuid.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <memory>
@@ -23,6 +24,7 @@ namespace {
 // (Zen 4), which must also hold the token tiles streaming through: on
 // 2048³, 192 KiB gave 73–80 GFLOP/s on one core, 384 KiB 91, 512 KiB 94; the
 // model's shapes (K = 1024, 2816, T = 512) were the same (~100–108) for all.
+// Products over input segments (below) take half of L2 instead.
 constexpr int64_t kPackBytes = 384 * 1024;
 // Threads split the output features in units of this many rows.
 constexpr int64_t kRowsPerUnit = 16;
@@ -63,11 +65,65 @@ int64_t PackStride(int64_t in_features) {
   return (in_features + 15) / 16 * 16 + 16;
 }
 
-// Rows of the prefill pack block (a multiple of 8, at least 8).
-int64_t PackRows(int64_t in_features) {
-  const int64_t rows = kPackBytes / (PackStride(in_features) *
-                                     static_cast<int64_t>(sizeof(float)));
-  return rows < 8 ? 8 : rows / 8 * 8;
+// The data caches of one core, in bytes (sysconf; where the system does not
+// say, Zen 4's 32 KiB and 1 MiB).
+struct CoreCaches {
+  int64_t l1d, l2;
+};
+
+const CoreCaches& Caches() {
+  static const CoreCaches caches = [] {
+    const long l1d = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return CoreCaches{l1d > 0 ? l1d : 32 * 1024, l2 > 0 ? l2 : 1024 * 1024};
+  }();
+  return caches;
+}
+
+// How prefill (more tokens than one tile) blocks a product of K inputs.
+//
+// A token tile's x rows (mr · K floats) must stay in L1 while the tile runs
+// over the weight rows of a block from L2; otherwise both operands come from
+// L2 and the tile waits on it. Long rows are therefore cut into segments
+// (K-blocking): each token tile runs every row tile of the block over one
+// segment of its x, each row tile carrying its 16 lanes to the next
+// segment (matmul_kernels.h; the bits are those of one pass). One Intel
+// core (48 KiB L1, 2 MiB L2), T = 512, 1024 outputs, against OpenBLAS in the
+// same run: unsegmented, 0.87–0.91 at K <= 1024 but 0.53–0.60 at K = 2048,
+// 2816 and 5120; segments of 512 inputs, 0.77–0.79; of 1024 (x half of L1),
+// 0.78–0.80; and with a block of half of L2 instead of 384 KiB, 0.83–0.88
+// (segments of 1536 inputs fell to 0.64–0.71). On both cores, 2048³ went
+// from 0.57 to 0.83 of OpenBLAS. A larger block does not pay without
+// segments: 256 outputs × 768 inputs at T = 32 fell from 115 to 74–82
+// GFLOP/s, so unsegmented products keep kPackBytes. (Zen 4's 32 KiB L1
+// gives segments of 672 inputs: not measured there.)
+struct PrefillBlocking {
+  int64_t stride;    // floats between packed rows (PackStride)
+  int64_t rows;      // rows of a pack block (a multiple of 8, at least 8)
+  int64_t segment;   // inputs a segment (K when there is one segment)
+  int64_t lanes;     // floats of carried lanes (0 for one segment)
+  int64_t scratch;   // floats of a worker's scratch: the block, then lanes
+};
+
+PrefillBlocking BlockingFor(const MatMulKernels& kern, int64_t in_features) {
+  PrefillBlocking b;
+  b.stride = PackStride(in_features);
+  // Half of L1 for the token tile's x segment, in whole 16-input chunks.
+  const int64_t segment =
+      std::max<int64_t>(256, Caches().l1d / 2 / (kern.mr * 4) / 16 * 16);
+  const bool segmented = in_features > segment;
+  b.segment = segmented ? segment : in_features;
+  const int64_t pack_bytes = segmented ? Caches().l2 / 2 : kPackBytes;
+  const int64_t rows =
+      pack_bytes / (b.stride * static_cast<int64_t>(sizeof(float)));
+  b.rows = rows < 8 ? 8 : rows / 8 * 8;
+  // A token tile's row tiles over a block: at most rows + nr rows, each
+  // with m · 16 lanes.
+  b.lanes = segmented
+                ? kern.mr * (b.rows + matmul_internal::kMaxTileRows) * 16
+                : 0;
+  b.scratch = b.rows * b.stride + b.lanes;
+  return b;
 }
 
 // What the tiles of a ForEachTile prefetch into L2 as they run
@@ -141,12 +197,44 @@ void RunTiles(const MatMulKernels& kern, const Problem& p, int64_t t_begin,
           const char* next) {
         kern.tile(m, p.x + t0 * p.in_features, p.in_features, rows, row_type,
                   p.in_features, p.y + t0 * p.out_features + o, p.out_features,
-                  n_store, next);
+                  n_store, next, nullptr, nullptr);
       });
 }
 
-// All tokens × output features [o_begin, o_end). `scratch`: PackRows(K) ·
-// PackStride(K) floats, used only in prefill.
+// Token tiles [t_begin, t_end) over the f32 rows [o_begin, o_end) of a pack
+// block (row o at pack + (o − o_begin) · stride floats), one segment of
+// `segment` inputs at a time: a token tile runs every row tile over a
+// segment of its x (in L1) before the next segment, each row tile carrying
+// its lanes in `lanes` (PrefillBlocking). The same bits as RunTiles.
+void RunTilesBySegment(const MatMulKernels& kern, const Problem& p,
+                       int64_t t_begin, int64_t t_end, int64_t o_begin,
+                       int64_t o_end, const float* pack, int64_t stride,
+                       int64_t segment, float* lanes) {
+  const int64_t k = p.in_features;
+  for (int64_t t0 = t_begin; t0 < t_end; t0 += kern.mr) {
+    const int64_t t1 = std::min<int64_t>(t0 + kern.mr, t_end);
+    for (int64_t s0 = 0; s0 < k; s0 += segment) {
+      const int64_t len = std::min(segment, k - s0);
+      const bool first = s0 == 0, last = s0 + len == k;
+      ForEachTile<const void*>(
+          kern.mr, kern.nr, t0, t1, o_begin, o_end,
+          reinterpret_cast<const char*>(pack + s0), o_begin,
+          stride * static_cast<int64_t>(sizeof(float)), {},
+          [&](int m, int64_t t, int64_t o, const void* const* rows,
+              int n_store, const char* /*next*/) {
+            const int nr = kern.nr[m];
+            float* tile_lanes = lanes + (o - o_begin) / nr * (m * nr * 16);
+            kern.tile(m, p.x + t * k + s0, k, rows, ElementType::kF32, len,
+                      p.y + t * p.out_features + o, p.out_features, n_store,
+                      nullptr, first ? nullptr : tile_lanes,
+                      last ? nullptr : tile_lanes);
+          });
+    }
+  }
+}
+
+// All tokens × output features [o_begin, o_end). `scratch`:
+// BlockingFor(kern, K).scratch floats, used only in prefill.
 void RunRows(const MatMulKernels& kern, const Problem& p, int64_t o_begin,
              int64_t o_end, float* scratch) {
   const int64_t k = p.in_features;
@@ -163,13 +251,19 @@ void RunRows(const MatMulKernels& kern, const Problem& p, int64_t o_begin,
   // the copy is cheap next to num_tokens reuses, and its padded stride keeps
   // the rows of a tile off the same L1 sets, which 4 KiB-strided rows are
   // not), then run every token tile over it while it sits in L2.
-  const int64_t stride = PackStride(k);
-  const int64_t block = PackRows(k);
+  const PrefillBlocking blocking = BlockingFor(kern, k);
+  const int64_t stride = blocking.stride;
+  const int64_t block = blocking.rows;
   for (int64_t ob = o_begin; ob < o_end; ob += block) {
     const int64_t oe = std::min(ob + block, o_end);
     for (int64_t o = ob; o < oe; ++o) {
       kern.widen(p.w + o * w_row_bytes, p.w_type, k,
                  scratch + (o - ob) * stride);
+    }
+    if (blocking.segment < k) {
+      RunTilesBySegment(kern, p, 0, p.num_tokens, ob, oe, scratch, stride,
+                        blocking.segment, scratch + block * stride);
+      continue;
     }
     RunTiles(kern, p, 0, p.num_tokens, ob, oe,
              reinterpret_cast<const char*>(scratch), ob,
@@ -314,9 +408,9 @@ void RunProducts(MatMulIsa isa, const float* x, int64_t num_tokens,
       // Decode reads the stored rows directly and needs no buffer.
       if (num_tokens > pr.kern->mr) {
         scratch_bytes = std::max(
-            scratch_bytes, static_cast<size_t>(PackRows(in_features) *
-                                               PackStride(in_features)) *
-                               sizeof(float));
+            scratch_bytes,
+            static_cast<size_t>(BlockingFor(*pr.kern, in_features).scratch) *
+                sizeof(float));
       }
     }
     units += pr.num_units;

@@ -17,7 +17,10 @@
 //    tile's rows prefetched into L2;
 //  - prefill (more tokens, compute-bound): a block of rows (~384 KiB) is
 //    widened once into a per-worker f32 buffer, then every 6-token tile runs
-//    over it from L2.
+//    over it from L2. Rows longer than half of L1 holds for a tile's x run
+//    in segments of inputs (K-blocking, with a block of half of L2): a
+//    tile's x segment stays in L1 while the block's row tiles run over it,
+//    each carrying its 16 lanes to the next segment.
 // Threads split the output features (static partition, 16-row units).
 //
 // Determinism: y[t, o] depends only on x row t and w row o, through a

@@ -67,13 +67,21 @@ TRIBUTARY_AVX2 inline void Chunk(const float* x, int64_t ldx,
 template <int M, int N, ElementType kType>
 TRIBUTARY_AVX2 void Tile(const float* x, int64_t ldx, const void* const* rows,
                          int64_t k, float* y, int64_t ldy, int n_store,
-                         const char* prefetch) {
+                         const char* prefetch, const float* lanes_in,
+                         float* lanes_out) {
   __m256 acc[M][N][2];
 #pragma GCC unroll 8
   for (int t = 0; t < M; ++t) {
 #pragma GCC unroll 8
-    for (int r = 0; r < N; ++r)
-      acc[t][r][0] = acc[t][r][1] = _mm256_setzero_ps();
+    for (int r = 0; r < N; ++r) {
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        acc[t][r][h] =
+            lanes_in != nullptr
+                ? _mm256_loadu_ps(lanes_in + (t * N + r) * 16 + 8 * h)
+                : _mm256_setzero_ps();
+      }
+    }
   }
   const void* row[N];
 #pragma GCC unroll 8
@@ -106,6 +114,19 @@ TRIBUTARY_AVX2 void Tile(const float* x, int64_t ldx, const void* const* rows,
     for (int r = 0; r < N; ++r) wrow[r] = wt[r];
     Chunk<M, N, ElementType::kF32>(&xt[0][0], 16, wrow, 0, acc);
   }
+  if (lanes_out != nullptr) {  // a segment of the inputs: carry the lanes
+#pragma GCC unroll 8
+    for (int t = 0; t < M; ++t) {
+#pragma GCC unroll 8
+      for (int r = 0; r < N; ++r) {
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          _mm256_storeu_ps(lanes_out + (t * N + r) * 16 + 8 * h, acc[t][r][h]);
+        }
+      }
+    }
+    return;
+  }
 #pragma GCC unroll 8
   for (int t = 0; t < M; ++t) {
 #pragma GCC unroll 8
@@ -119,17 +140,21 @@ template <int M>
 TRIBUTARY_AVX2 void TileType(const float* x, int64_t ldx,
                              const void* const* rows, ElementType type,
                              int64_t k, float* y, int64_t ldy, int n_store,
-                             const char* prefetch) {
+                             const char* prefetch, const float* lanes_in,
+                             float* lanes_out) {
   switch (type) {
     case ElementType::kF32:
       return Tile<M, kNr[M], ElementType::kF32>(x, ldx, rows, k, y, ldy,
-                                                n_store, prefetch);
+                                                n_store, prefetch, lanes_in,
+                                                lanes_out);
     case ElementType::kBF16:
       return Tile<M, kNr[M], ElementType::kBF16>(x, ldx, rows, k, y, ldy,
-                                                 n_store, prefetch);
+                                                 n_store, prefetch, lanes_in,
+                                                 lanes_out);
     case ElementType::kF16:
       return Tile<M, kNr[M], ElementType::kF16>(x, ldx, rows, k, y, ldy,
-                                                n_store, prefetch);
+                                                n_store, prefetch, lanes_in,
+                                                lanes_out);
     default:  // not a weight type; the driver never passes one
       return;
   }
@@ -138,14 +163,18 @@ TRIBUTARY_AVX2 void TileType(const float* x, int64_t ldx,
 TRIBUTARY_AVX2 void TileAvx2(int m, const float* x, int64_t ldx,
                              const void* const* rows, ElementType type,
                              int64_t k, float* y, int64_t ldy, int n_store,
-                             const char* prefetch) {
+                             const char* prefetch, const float* lanes_in,
+                             float* lanes_out) {
   switch (m) {
     case 1:
-      return TileType<1>(x, ldx, rows, type, k, y, ldy, n_store, prefetch);
+      return TileType<1>(x, ldx, rows, type, k, y, ldy, n_store, prefetch,
+                          lanes_in, lanes_out);
     case 2:
-      return TileType<2>(x, ldx, rows, type, k, y, ldy, n_store, prefetch);
+      return TileType<2>(x, ldx, rows, type, k, y, ldy, n_store, prefetch,
+                          lanes_in, lanes_out);
     default:
-      return TileType<3>(x, ldx, rows, type, k, y, ldy, n_store, prefetch);
+      return TileType<3>(x, ldx, rows, type, k, y, ldy, n_store, prefetch,
+                          lanes_in, lanes_out);
   }
 }
 

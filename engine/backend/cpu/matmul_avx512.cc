@@ -139,12 +139,17 @@ TRIBUTARY_AVX512 inline void PrefetchChunk(const char* prefetch,
 template <int M, int N, ElementType kType>
 TRIBUTARY_AVX512 void Tile(const float* x, int64_t ldx, const void* const* rows,
                            int64_t k, float* y, int64_t ldy, int n_store,
-                           const char* prefetch) {
+                           const char* prefetch, const float* lanes_in,
+                           float* lanes_out) {
   __m512 acc[M][N];
 #pragma GCC unroll 8
   for (int t = 0; t < M; ++t) {
 #pragma GCC unroll 8
-    for (int r = 0; r < N; ++r) acc[t][r] = _mm512_setzero_ps();
+    for (int r = 0; r < N; ++r) {
+      acc[t][r] = lanes_in != nullptr
+                      ? _mm512_loadu_ps(lanes_in + (t * N + r) * 16)
+                      : _mm512_setzero_ps();
+    }
   }
   const void* row[N];
 #pragma GCC unroll 8
@@ -180,6 +185,16 @@ TRIBUTARY_AVX512 void Tile(const float* x, int64_t ldx, const void* const* rows,
         acc[t][r] = _mm512_fmadd_ps(xv, w[r], acc[t][r]);
     }
   }
+  if (lanes_out != nullptr) {  // a segment of the inputs: carry the lanes
+#pragma GCC unroll 8
+    for (int t = 0; t < M; ++t) {
+#pragma GCC unroll 8
+      for (int r = 0; r < N; ++r) {
+        _mm512_storeu_ps(lanes_out + (t * N + r) * 16, acc[t][r]);
+      }
+    }
+    return;
+  }
 #pragma GCC unroll 8
   for (int t = 0; t < M; ++t) StoreDots<N>(acc[t], y + t * ldy, n_store);
 }
@@ -188,17 +203,21 @@ template <int M>
 TRIBUTARY_AVX512 void TileType(const float* x, int64_t ldx,
                                const void* const* rows, ElementType type,
                                int64_t k, float* y, int64_t ldy, int n_store,
-                               const char* prefetch) {
+                               const char* prefetch, const float* lanes_in,
+                               float* lanes_out) {
   switch (type) {
     case ElementType::kF32:
       return Tile<M, kNr[M], ElementType::kF32>(x, ldx, rows, k, y, ldy,
-                                                n_store, prefetch);
+                                                n_store, prefetch, lanes_in,
+                                                lanes_out);
     case ElementType::kBF16:
       return Tile<M, kNr[M], ElementType::kBF16>(x, ldx, rows, k, y, ldy,
-                                                 n_store, prefetch);
+                                                 n_store, prefetch, lanes_in,
+                                                 lanes_out);
     case ElementType::kF16:
       return Tile<M, kNr[M], ElementType::kF16>(x, ldx, rows, k, y, ldy,
-                                                n_store, prefetch);
+                                                n_store, prefetch, lanes_in,
+                                                lanes_out);
     default:  // not a weight type; the driver never passes one
       return;
   }
@@ -207,20 +226,27 @@ TRIBUTARY_AVX512 void TileType(const float* x, int64_t ldx,
 TRIBUTARY_AVX512 void TileAvx512(int m, const float* x, int64_t ldx,
                                  const void* const* rows, ElementType type,
                                  int64_t k, float* y, int64_t ldy, int n_store,
-                                 const char* prefetch) {
+                                 const char* prefetch, const float* lanes_in,
+                                 float* lanes_out) {
   switch (m) {
     case 1:
-      return TileType<1>(x, ldx, rows, type, k, y, ldy, n_store, prefetch);
+      return TileType<1>(x, ldx, rows, type, k, y, ldy, n_store, prefetch,
+                          lanes_in, lanes_out);
     case 2:
-      return TileType<2>(x, ldx, rows, type, k, y, ldy, n_store, prefetch);
+      return TileType<2>(x, ldx, rows, type, k, y, ldy, n_store, prefetch,
+                          lanes_in, lanes_out);
     case 3:
-      return TileType<3>(x, ldx, rows, type, k, y, ldy, n_store, prefetch);
+      return TileType<3>(x, ldx, rows, type, k, y, ldy, n_store, prefetch,
+                          lanes_in, lanes_out);
     case 4:
-      return TileType<4>(x, ldx, rows, type, k, y, ldy, n_store, prefetch);
+      return TileType<4>(x, ldx, rows, type, k, y, ldy, n_store, prefetch,
+                          lanes_in, lanes_out);
     case 5:
-      return TileType<5>(x, ldx, rows, type, k, y, ldy, n_store, prefetch);
+      return TileType<5>(x, ldx, rows, type, k, y, ldy, n_store, prefetch,
+                          lanes_in, lanes_out);
     default:
-      return TileType<6>(x, ldx, rows, type, k, y, ldy, n_store, prefetch);
+      return TileType<6>(x, ldx, rows, type, k, y, ldy, n_store, prefetch,
+                          lanes_in, lanes_out);
   }
 }
 

@@ -47,9 +47,19 @@ struct MatMulKernels {
   // never waits for the hardware prefetcher to find new rows (measured on
   // Zen 4: 13 → 20 GB/s on one core for 1024-wide bf16 rows; into L1 instead
   // it thrashes L1 on long rows). Prefetches never fault.
+  //
+  // A dot product may run as consecutive segments of its k inputs (prefill
+  // over long rows: K-blocking, so that a token tile's segment of x stays in
+  // L1), carrying its 16 lanes between them. `lanes_in`, when not null,
+  // holds the lanes the tile starts from (else +0); `lanes_out`, when not
+  // null, receives the lanes at the end instead of the dots going to y (no
+  // lane tree). Both are laid out [m][nr[m]][16] floats, and may be the same
+  // buffer. Every segment but the last must be a multiple of 16 inputs long,
+  // so that input i stays in lane i mod 16: the bits are then those of one
+  // call over all k inputs.
   void (*tile)(int m, const float* x, int64_t ldx, const void* const* rows,
                ElementType type, int64_t k, float* y, int64_t ldy, int n_store,
-               const char* prefetch);
+               const char* prefetch, const float* lanes_in, float* lanes_out);
   // dst[i] = src[i] widened to f32, i < n (exact).
   void (*widen)(const void* src, ElementType type, int64_t n, float* dst);
 };

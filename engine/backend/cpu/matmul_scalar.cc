@@ -24,8 +24,18 @@ float LaneTree(const float s[kLanes]) {
 
 void TileScalar(int m, const float* x, int64_t ldx, const void* const* rows,
                 ElementType type, int64_t k, float* y, int64_t ldy, int n_store,
-                const char* /*prefetch*/) {
+                const char* /*prefetch*/, const float* lanes_in,
+                float* lanes_out) {
   float acc[kMr][kNr][kLanes] = {};
+  if (lanes_in != nullptr) {
+    for (int t = 0; t < m; ++t) {
+      for (int r = 0; r < kNr; ++r) {
+        for (int j = 0; j < kLanes; ++j) {
+          acc[t][r][j] = lanes_in[(t * kNr + r) * kLanes + j];
+        }
+      }
+    }
+  }
   for (int64_t i0 = 0; i0 < k; i0 += kLanes) {
     for (int j = 0; j < kLanes; ++j) {
       const int64_t i = i0 + j;
@@ -38,6 +48,16 @@ void TileScalar(int m, const float* x, int64_t ldx, const void* const* rows,
         }
       }
     }
+  }
+  if (lanes_out != nullptr) {  // a segment of the inputs: carry the lanes
+    for (int t = 0; t < m; ++t) {
+      for (int r = 0; r < kNr; ++r) {
+        for (int j = 0; j < kLanes; ++j) {
+          lanes_out[(t * kNr + r) * kLanes + j] = acc[t][r][j];
+        }
+      }
+    }
+    return;
   }
   for (int t = 0; t < m; ++t) {
     for (int r = 0; r < n_store; ++r) y[t * ldy + r] = LaneTree(acc[t][r]);

@@ -133,6 +133,9 @@ TEST(MatMulTest, MatchesReferenceOnEveryPathTypeAndOddShape) {
       {1, 1, 1},      {1, 5, 7},     {2, 17, 33},   {3, 31, 15},
       {7, 33, 65},    {16, 64, 31},  {17, 100, 47}, {64, 300, 70},
       {130, 257, 97}, {9, 600, 130}, {1, 4500, 35}, {5, 5000, 17},
+      // Prefill over several input segments (K-blocking), the last one
+      // ending in a partial chunk.
+      {20, 1100, 50}, {7, 1040, 9},
   };
   for (const Shape& s : shapes) {
     const std::vector<float> x = RandomFloats(s.tokens * s.in, 11);
@@ -182,10 +185,13 @@ TEST(MatMulTest, ZeroInFeaturesGivesZeros) {
 
 // A token's output must not depend on the other tokens of the call, nor on
 // how many there are: compare every way of cutting 130 tokens into calls,
-// bit for bit, on the same path.
+// bit for bit, on the same path. Decode-sized calls run each dot product
+// in one pass, larger ones over three input segments carrying their lanes
+// (the last ending in a partial chunk), so this also checks that the
+// segments give one pass's bits.
 TEST(MatMulTest, BatchInvariantBitForBit) {
   ThreadPool pool(2);
-  const Shape full{130, 600, 77};  // two k-blocks, a partial panel
+  const Shape full{130, 1100, 77};  // a partial row tile too
   const std::vector<float> x = RandomFloats(full.tokens * full.in, 5);
   for (ElementType type : kAllTypes) {
     const std::vector<uint8_t> w = RandomWeights(type, full.in * full.out, 6);
@@ -211,7 +217,8 @@ TEST(MatMulTest, BatchInvariantBitForBit) {
 TEST(MatMulTest, SameBitsForAnyThreadCount) {
   ThreadPool pool1(1), pool2(2), pool3(3), pool5(5);
   ThreadPool* pools[] = {&pool1, &pool2, &pool3, &pool5};
-  for (const Shape& s : {Shape{1, 1024, 700}, Shape{40, 300, 333}}) {
+  for (const Shape& s :
+       {Shape{1, 1024, 700}, Shape{40, 300, 333}, Shape{40, 700, 333}}) {
     const std::vector<float> x = RandomFloats(s.tokens * s.in, 8);
     const std::vector<uint8_t> w =
         RandomWeights(ElementType::kBF16, s.in * s.out, 9);
@@ -230,15 +237,17 @@ TEST(MatMulTest, SameBitsForAnyThreadCount) {
 // for bit (a property, not just a tolerance).
 TEST(MatMulTest, AllPathsGiveTheSameBits) {
   ThreadPool pool(2);
-  const Shape s{19, 333, 101};
-  const std::vector<float> x = RandomFloats(s.tokens * s.in, 21);
-  for (ElementType type : kAllTypes) {
-    const std::vector<uint8_t> w = RandomWeights(type, s.in * s.out, 22);
-    const std::vector<float> scalar =
-        RunMatMul(MatMulIsa::kScalar, x, s, w, type, &pool);
-    for (MatMulIsa isa : SupportedIsas()) {
-      EXPECT_EQ(scalar, RunMatMul(isa, x, s, w, type, &pool))
-          << Describe(isa, type, s, 2);
+  // One pass over the inputs, and prefill over three input segments.
+  for (const Shape& s : {Shape{19, 333, 101}, Shape{19, 1100, 37}}) {
+    const std::vector<float> x = RandomFloats(s.tokens * s.in, 21);
+    for (ElementType type : kAllTypes) {
+      const std::vector<uint8_t> w = RandomWeights(type, s.in * s.out, 22);
+      const std::vector<float> scalar =
+          RunMatMul(MatMulIsa::kScalar, x, s, w, type, &pool);
+      for (MatMulIsa isa : SupportedIsas()) {
+        EXPECT_EQ(scalar, RunMatMul(isa, x, s, w, type, &pool))
+            << Describe(isa, type, s, 2);
+      }
     }
   }
 }
