@@ -15,10 +15,15 @@
 //       f32 copy of the weights beside it, and the bf16 products against
 //       the bf16 ceiling; and batched decode T=32 again with the weights
 //       cycled through copies larger than L3, as a real model's are.
+//   (k) on request only: our prefill against OpenBLAS by row length, T = 512
+//       tokens × 1024 outputs, K from 256 to 5120 inputs, 1 and all threads,
+//       as the ratio ours / OpenBLAS of the same shape in the same run (where
+//       a row outgrows L1, matmul.cc cuts it into segments).
 // Every number is the best of --reps repetitions (the machine is shared).
 // Flags: --reps N (default 5), --gemm_n=N (default 2048), --dram_mib=N
 // (default 1024), --threads=N (default 2: the "all cores" column),
-// --sections=abc (a subset to run; ratios need the ceilings they divide by).
+// --sections=abc (a subset of a, b, c, k to run; ratios need the ceilings
+// they divide by; k divides by nothing else).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -54,7 +59,7 @@ struct Flags {
   int64_t gemm_n = 2048;
   int64_t dram_mib = 1024;
   int threads = 2;
-  std::string sections = "abc";  // which of (a), (b), (c) to run
+  std::string sections = "abc";  // which of (a), (b), (c), (k) to run
 };
 
 double BestSeconds(int reps, const std::function<void()>& fn) {
@@ -181,6 +186,57 @@ double MaxRelDiff(const std::vector<float>& a, const std::vector<float>& b) {
 
 void Rule() { std::printf("%s\n", std::string(78, '-').c_str()); }
 
+// (k) Our prefill against OpenBLAS by row length (bf16 weights for ours, the
+// same values as f32 for OpenBLAS).
+void RowLengthSweep(const Flags& flags, ThreadPool& pool1, ThreadPool& pool_n) {
+  Rule();
+#ifdef TRIBUTARY_HAVE_OPENBLAS
+  constexpr int64_t kT = 512, kOut = 1024;
+  std::printf(
+      "(k) prefill T=%ld x %ld outputs by row length K: GFLOP/s, ours / "
+      "OpenBLAS\n",
+      static_cast<long>(kT), static_cast<long>(kOut));
+  std::printf("  %6s %4s %9s %9s %6s\n", "K", "thr", "ours", "OpenBLAS",
+              "ratio");
+  for (const int64_t k : {256, 512, 1024, 1536, 2048, 2816, 5120}) {
+    const std::vector<float> wf = RandomFloats(kOut * k, 12);
+    const std::vector<uint16_t> wb = ToBf16(wf);
+    std::vector<float> wbf(wb.size());  // the bf16 values as f32
+    for (size_t i = 0; i < wb.size(); ++i) wbf[i] = Bf16ToF32(wb[i]);
+    const std::vector<float> x = RandomFloats(kT * k, 13);
+    std::vector<float> y(kT * kOut), yb(kT * kOut);
+    // OpenBLAS's threads keep spinning for a while after a call, and would
+    // take a core from ours: ours runs first, after a pause.
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    double ours[2], blas[2];
+    for (int ti = 0; ti < 2; ++ti) {
+      ThreadPool* pool = ti == 0 ? &pool1 : &pool_n;
+      ours[ti] = GFlops(kT, kOut, k, BestSeconds(flags.reps, [&] {
+                          MatMul(x.data(), kT, k, wb.data(),
+                                 ElementType::kBF16, kOut, y.data(), pool);
+                        }));
+    }
+    for (int ti = 0; ti < 2; ++ti) {
+      openblas_set_num_threads(ti == 0 ? 1 : flags.threads);
+      blas[ti] = GFlops(kT, kOut, k, BestSeconds(flags.reps, [&] {
+                          SgemmXWt(x.data(), kT, k, wbf.data(), kOut,
+                                   yb.data());
+                        }));
+    }
+    for (int ti = 0; ti < 2; ++ti) {
+      std::printf("  %6ld %4d %9.1f %9.1f %6.2f\n", static_cast<long>(k),
+                  ti == 0 ? 1 : flags.threads, ours[ti], blas[ti],
+                  ours[ti] / blas[ti]);
+    }
+  }
+#else
+  (void)flags;
+  (void)pool1;
+  (void)pool_n;
+  std::printf("(k) needs OpenBLAS, which this build lacks\n");
+#endif
+}
+
 int Main(const Flags& flags) {
   ThreadPool pool1(1);
   ThreadPool pool_n(flags.threads);
@@ -281,6 +337,7 @@ int Main(const Flags& flags) {
     std::printf("  => DRAM ceiling (best of the above): %.2f GB/s\n",
                 dram_peak);
   }
+  if (want('k')) RowLengthSweep(flags, pool1, pool_n);
   if (!want('c')) return 0;
 
   // (c) MatMul on model shapes.
@@ -435,9 +492,9 @@ absl::Status Run(int argc, char** argv) {
   flags.reps = static_cast<int>(reps);
   flags.threads = static_cast<int>(threads);
   flags.sections = args.GetOr("sections", flags.sections);
-  if (flags.sections.find_first_not_of("abc") != std::string::npos) {
+  if (flags.sections.find_first_not_of("abck") != std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--sections takes letters of 'abc', got '", flags.sections, "'"));
+        "--sections takes letters of 'abck', got '", flags.sections, "'"));
   }
   if (Main(flags) != 0) return absl::InternalError("benchmark failed");
   return absl::OkStatus();
