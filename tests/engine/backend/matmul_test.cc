@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend/cpu/matmul_kernels.h"
 #include "engine/backend/cpu/reference_ops.h"
 #include "engine/backend/cpu/thread_pool.h"
 
@@ -332,6 +333,61 @@ std::vector<MatMulIsa> Bf16Paths() {
   std::vector<MatMulIsa> isas = {MatMulIsa::kScalar};
   if (MatMulBf16DotSupported()) isas.push_back(MatMulIsa::kAvx512);
   return isas;
+}
+
+const matmul_internal::MatMulKernels& KernelsOf(MatMulIsa isa) {
+  switch (isa) {
+    case MatMulIsa::kAvx512:
+      return matmul_internal::Avx512Kernels();
+    case MatMulIsa::kAvx2:
+      return matmul_internal::Avx2Kernels();
+    default:
+      return matmul_internal::ScalarKernels();
+  }
+}
+
+// Every path's tile, run over a dot product's inputs in segments that carry
+// the 16 lanes from one to the next, gives the bits of one pass: what
+// prefill's K-blocking relies on. Checked on the tiles themselves, since
+// which paths the driver segments depends on this machine's L1.
+TEST(MatMulKernelsTest, SegmentsCarryingLanesGiveOnePassBits) {
+  constexpr int64_t kK = 1100;  // segments of 512, 512 and 76 (a part chunk)
+  constexpr int64_t kSegment = 512;
+  for (MatMulIsa isa : SupportedIsas()) {
+    const matmul_internal::MatMulKernels& kern = KernelsOf(isa);
+    for (ElementType type : kAllTypes) {
+      for (int m = 1; m <= kern.mr; ++m) {
+        const int nr = kern.nr[m];
+        const std::vector<float> x = RandomFloats(m * kK, 40 + m);
+        const std::vector<uint8_t> w =
+            RandomWeights(type, static_cast<size_t>(nr * kK), 41 + m);
+        const size_t row_bytes = kK * ElementTypeSizeBytes(type);
+        std::vector<const void*> rows(static_cast<size_t>(nr));
+        for (int r = 0; r < nr; ++r) rows[r] = w.data() + r * row_bytes;
+        std::vector<float> one_pass(static_cast<size_t>(m * nr), -1.0f);
+        kern.tile(m, x.data(), kK, rows.data(), type, kK, one_pass.data(), nr,
+                  nr, nullptr, nullptr, nullptr);
+        std::vector<float> segmented(one_pass.size(), -2.0f);
+        std::vector<float> lanes(static_cast<size_t>(m * nr * 16), -3.0f);
+        for (int64_t s0 = 0; s0 < kK; s0 += kSegment) {
+          const int64_t len = std::min(kSegment, kK - s0);
+          std::vector<const void*> seg_rows(rows.size());
+          for (int r = 0; r < nr; ++r) {
+            seg_rows[r] = static_cast<const uint8_t*>(rows[r]) +
+                          s0 * static_cast<int64_t>(ElementTypeSizeBytes(type));
+          }
+          kern.tile(m, x.data() + s0, kK, seg_rows.data(), type, len,
+                    segmented.data(), nr, nr, nullptr,
+                    s0 == 0 ? nullptr : lanes.data(),
+                    s0 + len == kK ? nullptr : lanes.data());
+        }
+        EXPECT_EQ(0, std::memcmp(one_pass.data(), segmented.data(),
+                                 one_pass.size() * sizeof(float)))
+            << MatMulIsaName(isa) << " " << ElementTypeName(type)
+            << " m=" << m;
+      }
+    }
+  }
 }
 
 TEST(MatMulBf16Test, ParsesItsNames) {
