@@ -66,7 +66,9 @@ int64_t PackStride(int64_t in_features) {
 }
 
 // The data caches of one core, in bytes (sysconf; where the system does not
-// say, Zen 4's 32 KiB and 1 MiB).
+// say, Zen 4's 32 KiB and 1 MiB). Clamped to what cores have (16–128 KiB,
+// 256 KiB–4 MiB), so that a hypervisor reporting something else (a shared
+// cache as L2) cannot make the scratch buffers huge.
 struct CoreCaches {
   int64_t l1d, l2;
 };
@@ -75,7 +77,11 @@ const CoreCaches& Caches() {
   static const CoreCaches caches = [] {
     const long l1d = sysconf(_SC_LEVEL1_DCACHE_SIZE);
     const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return CoreCaches{l1d > 0 ? l1d : 32 * 1024, l2 > 0 ? l2 : 1024 * 1024};
+    constexpr int64_t kKiB = 1024;
+    return CoreCaches{
+        std::clamp<int64_t>(l1d > 0 ? l1d : 32 * kKiB, 16 * kKiB, 128 * kKiB),
+        std::clamp<int64_t>(l2 > 0 ? l2 : 1024 * kKiB, 256 * kKiB,
+                            4096 * kKiB)};
   }();
   return caches;
 }
