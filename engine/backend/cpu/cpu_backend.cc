@@ -103,8 +103,7 @@ void CpuBackend::Free(Tensor& tensor) {
 }
 
 absl::StatusOr<Tensor> CpuBackend::PrepareMatMulWeight(const Tensor& w) {
-  if (matmul_precision_ != MatMulPrecision::kBF16 ||
-      w.type != ElementType::kBF16 || w.shape.rank != 2 ||
+  if (w.type != ElementType::kBF16 || w.shape.rank != 2 ||
       bf16_pairs_.count(w.data) != 0) {  // packed already
     return w;
   }

@@ -46,9 +46,9 @@ class CpuBackend final : public Backend {
   }
   int num_threads() const { return pool_->num_threads(); }
   MatMulPrecision matmul_precision() const { return matmul_precision_; }
-  // bf16 products that ran on a bf16 matrix PrepareMatMulWeight had not
-  // packed (so it was packed for that call alone): 0 for a model whose
-  // loader prepares every matmul weight.
+  // Products on a bf16 matrix PrepareMatMulWeight had not packed (bf16
+  // products pack it for that call alone; f32 products take the stored
+  // rows' order): 0 for a model whose loader prepares every matmul weight.
   int64_t unprepared_bf16_matmuls() const { return unprepared_bf16_matmuls_; }
 
   absl::StatusOr<Tensor> Allocate(ElementType type,
@@ -56,8 +56,9 @@ class CpuBackend final : public Backend {
   void Free(Tensor& tensor) override;
   absl::StatusOr<Tensor> ImportWeight(const void* host, ElementType type,
                                       const Shape& shape) override;
-  // With kBF16 products, a bf16 matrix packed as bf16 pairs (matmul.h,
-  // PackBf16Pairs: no lane tree, ~1.3× the products' rate); otherwise `w`.
+  // A bf16 matrix packed as bf16 pairs (matmul.h, PackBf16Pairs), for the
+  // f32 products' and the bf16 products' fast tiles (no lane tree, no
+  // widening pass); otherwise `w`.
   absl::StatusOr<Tensor> PrepareMatMulWeight(const Tensor& w) override;
   absl::Status CopyFromHost(const void* src, const Tensor& dst) override;
   absl::Status CopyToHost(const Tensor& src, void* dst) override;
@@ -124,13 +125,10 @@ class CpuBackend final : public Backend {
   // subset of allocations_): MatMul reads them as WeightLayout::kBf16Pairs.
   std::unordered_set<const void*> bf16_pairs_;
 
-  // Counts the bf16 products on an unprepared matrix (packed per call).
+  // Counts the products on an unprepared bf16 matrix.
   WeightLayout LayoutOf(const Tensor& w) {
     if (bf16_pairs_.count(w.data) != 0) return WeightLayout::kBf16Pairs;
-    if (matmul_precision_ == MatMulPrecision::kBF16 &&
-        w.type == ElementType::kBF16) {
-      ++unprepared_bf16_matmuls_;
-    }
+    if (w.type == ElementType::kBF16) ++unprepared_bf16_matmuls_;
     return WeightLayout::kRows;
   }
   int64_t unprepared_bf16_matmuls_ = 0;

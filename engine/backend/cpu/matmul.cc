@@ -14,6 +14,7 @@
 namespace tributary {
 
 using matmul_internal::Bf16DotKernels;
+using matmul_internal::F32PairKernels;
 using matmul_internal::MatMulKernels;
 
 namespace {
@@ -278,18 +279,29 @@ void RunRows(const MatMulKernels& kern, const Problem& p, int64_t o_begin,
   }
 }
 
-// The bf16 products (MatMulPrecision::kBF16): x already rounded to bf16
-// (`xb`, num_tokens rows of ldxb = 2 · pairs elements, an odd K's last pair
-// padded with a zero), p.w packed as bf16 pairs (PackBf16Pairs); all
-// tokens × the output rows of groups [g_begin, g_end). A segment at a time
-// (one for K <= 2 · kBf16PairsPerSegment), each tile continuing its outputs'
-// chains from the previous segment's results in y. Decode streams the
-// groups once; prefill runs every token tile over a block of groups
-// (kPackBytes of them) while the block sits in L2.
-void RunGroupsBf16(const Bf16DotKernels& kern, const Problem& p,
-                   const uint16_t* xb, int64_t ldxb, int64_t g_begin,
-                   int64_t g_end) {
-  const int64_t pairs = ldxb / 2;
+// How many of a segment's inputs a tile is given: the bf16 products count
+// pairs (x rounded and padded to whole pairs), the f32 products on pairs
+// count inputs (x as given: an odd K's last pair is half a pair).
+int64_t TileCount(const Bf16DotKernels&, int64_t pairs, int64_t /*inputs*/) {
+  return pairs;
+}
+int64_t TileCount(const F32PairKernels&, int64_t pairs, int64_t inputs) {
+  return std::min(2 * pairs, inputs);
+}
+
+// The products on weights packed as bf16 pairs (PackBf16Pairs), all tokens
+// × the output rows of groups [g_begin, g_end): the bf16 products (x rounded
+// to bf16: `x` of X = uint16_t, rows of ldx = 2 · pairs elements, an odd
+// K's last pair padded with a zero) or the f32 products (x as given, X =
+// float, ldx = K). A segment at a time (one for K <= 2 ·
+// kBf16PairsPerSegment), each tile continuing its outputs' chains from the
+// previous segment's results in y. Decode streams the groups once; prefill
+// runs every token tile over a block of groups (kPackBytes of them) while
+// the block sits in L2.
+template <typename Kernels, typename X>
+void RunGroups(const Kernels& kern, const Problem& p, const X* x, int64_t ldx,
+               int64_t g_begin, int64_t g_end) {
+  const int64_t pairs = (p.in_features + 1) / 2;
   const int64_t groups = (p.out_features + 15) / 16;
   for (int64_t s0 = 0; s0 < pairs; s0 += kBf16PairsPerSegment) {
     const int64_t len = std::min(kBf16PairsPerSegment, pairs - s0);
@@ -298,12 +310,13 @@ void RunGroupsBf16(const Bf16DotKernels& kern, const Problem& p,
     const char* segment =
         p.w + s0 * groups * 32 * static_cast<int64_t>(sizeof(uint16_t));
     const bool accumulate = s0 > 0;
+    const int64_t count = TileCount(kern, len, p.in_features - 2 * s0);
     const auto tile = [&](int m, int64_t t0, int64_t g,
                           const uint16_t* const* group, int n_groups,
                           const char* next) {
       const int rows_store = static_cast<int>(
           std::min<int64_t>(16 * n_groups, p.out_features - 16 * g));
-      kern.tile(m, xb + t0 * ldxb + 2 * s0, ldxb, group, len, accumulate,
+      kern.tile(m, x + t0 * ldx + 2 * s0, ldx, group, count, accumulate,
                 p.y + t0 * p.out_features + 16 * g, p.out_features,
                 rows_store, next);
     };
@@ -344,10 +357,12 @@ struct AlignedFloats {
 // the call's numbering of all its products' units.
 struct Product {
   Problem p;
-  const MatMulKernels* kern;   // f32 products
+  const MatMulKernels* kern;   // f32 products on stored rows
   // bf16 products (MatMulPrecision::kBF16): p.w is then the weights as
   // bf16 pairs.
   const Bf16DotKernels* bf16;
+  // f32 products on weights packed as bf16 pairs.
+  const F32PairKernels* f32_pairs;
   int64_t first_unit;
   int64_t num_units;
 };
@@ -375,6 +390,10 @@ void RunProducts(MatMulIsa isa, const float* x, int64_t num_tokens,
       isa == MatMulIsa::kAvx512 && MatMulBf16DotSupported()
           ? matmul_internal::Avx512Bf16DotKernels()
           : matmul_internal::ScalarBf16DotKernels();
+  const F32PairKernels& f32_pairs_kern =
+      isa == MatMulIsa::kAvx512   ? matmul_internal::Avx512F32PairKernels()
+      : isa == MatMulIsa::kAvx2 ? matmul_internal::Avx2F32PairKernels()
+                                : matmul_internal::ScalarF32PairKernels();
   std::vector<Product> products;
   products.reserve(static_cast<size_t>(num_outputs));
   std::vector<std::unique_ptr<uint16_t[]>> packed_here;
@@ -388,9 +407,13 @@ void RunProducts(MatMulIsa isa, const float* x, int64_t num_tokens,
                 o.w_type, o.out_features, o.y},
                nullptr,
                nullptr,
+               nullptr,
                units,
                (o.out_features + kRowsPerUnit - 1) / kRowsPerUnit};
-    if (o.layout == WeightLayout::kBf16Pairs) {
+    if (o.layout == WeightLayout::kBf16Pairs &&
+        precision == MatMulPrecision::kF32) {
+      pr.f32_pairs = &f32_pairs_kern;
+    } else if (o.layout == WeightLayout::kBf16Pairs) {
       pr.bf16 = &bf16_kern;
       round_x = true;
     } else if (precision == MatMulPrecision::kBF16 &&
@@ -447,11 +470,16 @@ void RunProducts(MatMulIsa isa, const float* x, int64_t num_tokens,
       const int64_t b = std::max(u_begin, pr.first_unit);
       const int64_t e = std::min(u_end, pr.first_unit + pr.num_units);
       if (b >= e) continue;
+      // A unit is one group of 16 rows.
+      static_assert(kRowsPerUnit == 16);
       if (pr.bf16 != nullptr) {
-        // A unit is one group of 16 rows.
-        static_assert(kRowsPerUnit == 16);
-        RunGroupsBf16(*pr.bf16, pr.p, xb, ldxb, b - pr.first_unit,
-                      e - pr.first_unit);
+        RunGroups(*pr.bf16, pr.p, xb, ldxb, b - pr.first_unit,
+                  e - pr.first_unit);
+        continue;
+      }
+      if (pr.f32_pairs != nullptr) {
+        RunGroups(*pr.f32_pairs, pr.p, x, in_features, b - pr.first_unit,
+                  e - pr.first_unit);
         continue;
       }
       const int64_t o_begin = (b - pr.first_unit) * kRowsPerUnit;

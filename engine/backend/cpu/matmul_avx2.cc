@@ -5,6 +5,7 @@
 // Same rules as matmul_avx512.cc: only TRIBUTARY_AVX2 functions use AVX2.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <type_traits>
 
 #include "engine/backend/cpu/matmul_kernels.h"
@@ -199,7 +200,164 @@ TRIBUTARY_AVX2 void WidenAvx2(const void* src, ElementType type, int64_t n,
   }
 }
 
+// The f32 products on bf16 pairs (matmul_kernels.h, F32PairKernels): M
+// tokens × N groups of 16 rows, each group's accumulator as two ymm (rows
+// 0–7, 8–15), so lane for lane the AVX-512 path's chains.
+// 2·M·N accumulators + N weights + 1 x within 16 ymm registers.
+constexpr int kMrPairs = 4;
+constexpr int kGroupsPairs[kMaxTileTokensBf16 + 1] = {0, 4, 3, 2, 1,
+                                                      0, 0, 0, 0};
+
+// One parity of pair p (odd: false, the even input, a 16-bit shift; true,
+// the odd input, the high half) for half h of every group.
+template <int M, int N, bool kOdd>
+TRIBUTARY_AVX2 inline void PairStep(const float* x, int64_t ldx,
+                                    const uint16_t* const* g, int64_t p,
+                                    __m256 (&acc)[M][N][2]) {
+  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    __m256 w[N];
+#pragma GCC unroll 4
+    for (int n = 0; n < N; ++n) {
+      const __m256i v = _mm256_loadu_si256(
+          reinterpret_cast<const __m256i*>(g[n] + 32 * p + 16 * h));
+      w[n] = _mm256_castsi256_ps(kOdd ? _mm256_and_si256(v, high)
+                                      : _mm256_slli_epi32(v, 16));
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < M; ++t) {
+      const __m256 xv = _mm256_set1_ps(x[t * ldx + 2 * p + (kOdd ? 1 : 0)]);
+#pragma GCC unroll 4
+      for (int n = 0; n < N; ++n)
+        acc[t][n][h] = _mm256_fmadd_ps(xv, w[n], acc[t][n][h]);
+    }
+  }
+}
+
+// `rows` (0 to 8) floats from src, the rest zero.
+TRIBUTARY_AVX2 inline __m256 LoadRows(const float* src, int rows) {
+  if (rows == 8) return _mm256_loadu_ps(src);
+  alignas(32) float part[8] = {};
+  for (int j = 0; j < rows; ++j) part[j] = src[j];
+  return _mm256_load_ps(part);
+}
+
+// The first `rows` (0 to 8) lanes of v to dst.
+TRIBUTARY_AVX2 inline void StoreRows(__m256 v, float* dst, int rows) {
+  if (rows == 8) {
+    _mm256_storeu_ps(dst, v);
+    return;
+  }
+  alignas(32) float part[8];
+  _mm256_store_ps(part, v);
+  for (int j = 0; j < rows; ++j) dst[j] = part[j];
+}
+
+template <int M, int N>
+TRIBUTARY_AVX2 void F32PairTile(const float* x, int64_t ldx,
+                                const uint16_t* const* group,
+                                int64_t num_inputs, bool accumulate, float* y,
+                                int64_t ldy, int rows_store,
+                                const char* /*prefetch*/) {
+  // Rows of group n, half h below rows_store: 0 to 8.
+  int rows_in[N][2];
+  for (int n = 0; n < N; ++n) {
+    for (int h = 0; h < 2; ++h) {
+      rows_in[n][h] = std::clamp(rows_store - 16 * n - 8 * h, 0, 8);
+    }
+  }
+  __m256 acc[M][N][2];
+  for (int t = 0; t < M; ++t) {
+    for (int n = 0; n < N; ++n) {
+      for (int h = 0; h < 2; ++h) {
+        acc[t][n][h] = accumulate ? LoadRows(y + t * ldy + 16 * n + 8 * h,
+                                             rows_in[n][h])
+                                  : _mm256_setzero_ps();
+      }
+    }
+  }
+  const uint16_t* g[N];
+  for (int n = 0; n < N; ++n) g[n] = group[n];
+  const int64_t full_pairs = num_inputs / 2;
+  for (int64_t p = 0; p < full_pairs; ++p) {
+    PairStep<M, N, false>(x, ldx, g, p, acc);
+    PairStep<M, N, true>(x, ldx, g, p, acc);
+  }
+  if (num_inputs % 2 != 0) PairStep<M, N, false>(x, ldx, g, full_pairs, acc);
+  for (int t = 0; t < M; ++t) {
+    for (int n = 0; n < N; ++n) {
+      for (int h = 0; h < 2; ++h) {
+        StoreRows(acc[t][n][h], y + t * ldy + 16 * n + 8 * h, rows_in[n][h]);
+      }
+    }
+  }
+}
+
+template <int M>
+TRIBUTARY_AVX2 void F32PairTileGroups(const float* x, int64_t ldx,
+                                      const uint16_t* const* group,
+                                      int64_t num_inputs, bool accumulate,
+                                      float* y, int64_t ldy, int rows_store,
+                                      const char* prefetch) {
+  // A tile whose rows end early runs only the groups it stores.
+  const int groups = std::clamp((rows_store + 15) / 16, 1, kGroupsPairs[M]);
+  switch (groups) {
+    case 1:
+      return F32PairTile<M, 1>(x, ldx, group, num_inputs, accumulate, y, ldy,
+                               rows_store, prefetch);
+    case 2:
+      if constexpr (kGroupsPairs[M] >= 2) {
+        return F32PairTile<M, 2>(x, ldx, group, num_inputs, accumulate, y,
+                                 ldy, rows_store, prefetch);
+      }
+      break;
+    case 3:
+      if constexpr (kGroupsPairs[M] >= 3) {
+        return F32PairTile<M, 3>(x, ldx, group, num_inputs, accumulate, y,
+                                 ldy, rows_store, prefetch);
+      }
+      break;
+    default:
+      if constexpr (kGroupsPairs[M] >= 4) {
+        return F32PairTile<M, 4>(x, ldx, group, num_inputs, accumulate, y,
+                                 ldy, rows_store, prefetch);
+      }
+      break;
+  }
+}
+
+TRIBUTARY_AVX2 void F32PairTileAvx2(int m, const float* x, int64_t ldx,
+                                    const uint16_t* const* group,
+                                    int64_t num_inputs, bool accumulate,
+                                    float* y, int64_t ldy, int rows_store,
+                                    const char* prefetch) {
+  switch (std::clamp(m, 1, kMrPairs)) {
+    case 1:
+      return F32PairTileGroups<1>(x, ldx, group, num_inputs, accumulate, y,
+                                  ldy, rows_store, prefetch);
+    case 2:
+      return F32PairTileGroups<2>(x, ldx, group, num_inputs, accumulate, y,
+                                  ldy, rows_store, prefetch);
+    case 3:
+      return F32PairTileGroups<3>(x, ldx, group, num_inputs, accumulate, y,
+                                  ldy, rows_store, prefetch);
+    default:
+      return F32PairTileGroups<4>(x, ldx, group, num_inputs, accumulate, y,
+                                  ldy, rows_store, prefetch);
+  }
+}
+
 }  // namespace
+
+const F32PairKernels& Avx2F32PairKernels() {
+  static const F32PairKernels kernels{
+      kMrPairs,
+      {0, kGroupsPairs[1], kGroupsPairs[2], kGroupsPairs[3], kGroupsPairs[4],
+       0, 0, 0, 0},
+      &F32PairTileAvx2};
+  return kernels;
+}
 
 const MatMulKernels& Avx2Kernels() {
   static const MatMulKernels kernels{

@@ -296,6 +296,24 @@ inline __mmask16 GroupMask(int rows_store, int n) {
                      : static_cast<__mmask16>((1u << left) - 1);
 }
 
+// y[t, 16n + j] = lane j of acc[t][n], rows below rows_store only.
+template <int M, int N>
+TRIBUTARY_AVX512 inline void StoreGroups(const __m512 (&acc)[M][N], float* y,
+                                         int64_t ldy, int rows_store) {
+#pragma GCC unroll 8
+  for (int t = 0; t < M; ++t) {
+#pragma GCC unroll 12
+    for (int n = 0; n < N; ++n) {
+      const __mmask16 mask = GroupMask(rows_store, n);
+      if (mask == 0xffff) {
+        _mm512_storeu_ps(y + t * ldy + 16 * n, acc[t][n]);
+      } else if (mask != 0) {
+        _mm512_mask_storeu_ps(y + t * ldy + 16 * n, mask, acc[t][n]);
+      }
+    }
+  }
+}
+
 template <int M, int N>
 TRIBUTARY_AVX512_BF16 void Bf16PairTile(const uint16_t* x, int64_t ldx,
                                         const uint16_t* const* group,
@@ -333,18 +351,7 @@ TRIBUTARY_AVX512_BF16 void Bf16PairTile(const uint16_t* x, int64_t ldx,
         acc[t][n] = _mm512_dpbf16_ps(acc[t][n], xv, w[n]);
     }
   }
-#pragma GCC unroll 8
-  for (int t = 0; t < M; ++t) {
-#pragma GCC unroll 12
-    for (int n = 0; n < N; ++n) {
-      const __mmask16 mask = GroupMask(rows_store, n);
-      if (mask == 0xffff) {
-        _mm512_storeu_ps(y + t * ldy + 16 * n, acc[t][n]);
-      } else if (mask != 0) {
-        _mm512_mask_storeu_ps(y + t * ldy + 16 * n, mask, acc[t][n]);
-      }
-    }
-  }
+  StoreGroups<M, N>(acc, y, ldy, rows_store);
 }
 
 using Bf16PairTileFn = void (*)(const uint16_t*, int64_t,
@@ -380,6 +387,113 @@ TRIBUTARY_AVX512_BF16 void Bf16DotTileAvx512(int m, const uint16_t* x,
   m = std::clamp(m, 1, kMrBf16);
   const int groups = std::clamp((rows_store + 15) / 16, 1, kGroupsBf16[m]);
   kTiles[m][groups - 1](x, ldx, group, num_pairs, accumulate, y, ldy,
+                        rows_store, prefetch);
+}
+
+// The f32 products on bf16 pairs (matmul_kernels.h, F32PairKernels): M
+// tokens × N groups of 16 weight rows, one zmm accumulator each (lane j of
+// group n is row 16n + j), the same shapes as the bf16 products' tiles
+// (M·N accumulators, N weights, one x). Per pair and parity: N weight loads
+// widened in registers (the even input: a 16-bit shift of the pair; the
+// odd: its high half masked), then a broadcast x element a token and M·N
+// fmas.
+template <int M, int N>
+TRIBUTARY_AVX512 void F32PairTile(const float* x, int64_t ldx,
+                                  const uint16_t* const* group,
+                                  int64_t num_inputs, bool accumulate,
+                                  float* y, int64_t ldy, int rows_store,
+                                  const char* prefetch) {
+  __m512 acc[M][N];
+#pragma GCC unroll 8
+  for (int t = 0; t < M; ++t) {
+#pragma GCC unroll 12
+    for (int n = 0; n < N; ++n) {
+      acc[t][n] = accumulate ? _mm512_maskz_loadu_ps(GroupMask(rows_store, n),
+                                                     y + t * ldy + 16 * n)
+                             : _mm512_setzero_ps();
+    }
+  }
+  const uint16_t* g[N];
+#pragma GCC unroll 12
+  for (int n = 0; n < N; ++n) g[n] = group[n];
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  constexpr int64_t kPrefetchBytesPerPair = N * 64;
+  const int64_t full_pairs = num_inputs / 2;
+  for (int64_t p = 0; p < full_pairs; ++p) {
+    PrefetchChunk<kPrefetchBytesPerPair>(prefetch, p);
+    __m512 w[N];
+#pragma GCC unroll 12
+    for (int n = 0; n < N; ++n) {
+      w[n] = _mm512_castsi512_ps(
+          _mm512_slli_epi32(_mm512_loadu_si512(g[n] + 32 * p), 16));
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < M; ++t) {
+      const __m512 xv = _mm512_set1_ps(x[t * ldx + 2 * p]);
+#pragma GCC unroll 12
+      for (int n = 0; n < N; ++n)
+        acc[t][n] = _mm512_fmadd_ps(xv, w[n], acc[t][n]);
+    }
+#pragma GCC unroll 12
+    for (int n = 0; n < N; ++n) {
+      w[n] = _mm512_castsi512_ps(
+          _mm512_and_si512(_mm512_loadu_si512(g[n] + 32 * p), high));
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < M; ++t) {
+      const __m512 xv = _mm512_set1_ps(x[t * ldx + 2 * p + 1]);
+#pragma GCC unroll 12
+      for (int n = 0; n < N; ++n)
+        acc[t][n] = _mm512_fmadd_ps(xv, w[n], acc[t][n]);
+    }
+  }
+  if (num_inputs % 2 != 0) {  // half a pair: the even input only
+    const int64_t p = full_pairs;
+    __m512 w[N];
+#pragma GCC unroll 12
+    for (int n = 0; n < N; ++n) {
+      w[n] = _mm512_castsi512_ps(
+          _mm512_slli_epi32(_mm512_loadu_si512(g[n] + 32 * p), 16));
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < M; ++t) {
+      const __m512 xv = _mm512_set1_ps(x[t * ldx + 2 * p]);
+#pragma GCC unroll 12
+      for (int n = 0; n < N; ++n)
+        acc[t][n] = _mm512_fmadd_ps(xv, w[n], acc[t][n]);
+    }
+  }
+  StoreGroups<M, N>(acc, y, ldy, rows_store);
+}
+
+using F32PairTileFn = void (*)(const float*, int64_t, const uint16_t* const*,
+                               int64_t, bool, float*, int64_t, int,
+                               const char*);
+
+template <int M, int... I>
+constexpr std::array<F32PairTileFn, kMaxTileGroups> F32PairTilesOf(
+    std::integer_sequence<int, I...>) {
+  return {&F32PairTile<M, I + 1>...};
+}
+template <int M>
+constexpr std::array<F32PairTileFn, kMaxTileGroups> F32PairTiles() {
+  return F32PairTilesOf<M>(std::make_integer_sequence<int, kGroupsBf16[M]>());
+}
+
+TRIBUTARY_AVX512 void F32PairTileAvx512(int m, const float* x, int64_t ldx,
+                                        const uint16_t* const* group,
+                                        int64_t num_inputs, bool accumulate,
+                                        float* y, int64_t ldy, int rows_store,
+                                        const char* prefetch) {
+  static constexpr std::array<F32PairTileFn, kMaxTileGroups>
+      kTiles[kMrBf16 + 1] = {{},
+                             F32PairTiles<1>(), F32PairTiles<2>(),
+                             F32PairTiles<3>(), F32PairTiles<4>(),
+                             F32PairTiles<5>(), F32PairTiles<6>(),
+                             F32PairTiles<7>(), F32PairTiles<8>()};
+  m = std::clamp(m, 1, kMrBf16);
+  const int groups = std::clamp((rows_store + 15) / 16, 1, kGroupsBf16[m]);
+  kTiles[m][groups - 1](x, ldx, group, num_inputs, accumulate, y, ldy,
                         rows_store, prefetch);
 }
 
@@ -422,6 +536,15 @@ const Bf16DotKernels& Avx512Bf16DotKernels() {
       {0, kGroupsBf16[1], kGroupsBf16[2], kGroupsBf16[3], kGroupsBf16[4],
        kGroupsBf16[5], kGroupsBf16[6], kGroupsBf16[7], kGroupsBf16[8]},
       &Bf16DotTileAvx512, &RoundAvx512};
+  return kernels;
+}
+
+const F32PairKernels& Avx512F32PairKernels() {
+  static const F32PairKernels kernels{
+      kMrBf16,
+      {0, kGroupsBf16[1], kGroupsBf16[2], kGroupsBf16[3], kGroupsBf16[4],
+       kGroupsBf16[5], kGroupsBf16[6], kGroupsBf16[7], kGroupsBf16[8]},
+      &F32PairTileAvx512};
   return kernels;
 }
 

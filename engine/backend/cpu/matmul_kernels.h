@@ -23,6 +23,16 @@
 // side by side in 64 bytes) one AVX-512 BF16 VDPBF16PS of a broadcast x pair
 // advances 16 outputs by one pair, in exactly this order (the odd element
 // first, DAZ and FTZ: measured on Zen 4, matching Intel's pseudo-code).
+//
+// The f32 products' order on bf16 weights (MatMulPrecision::kF32 on a bf16
+// matrix, packed as bf16 pairs), shared by its three paths: each output
+// (t, o) is one chain from +0 over the inputs i = 0, 1, …, K − 1 in order,
+//   acc = fma(x[i], w[i], acc),
+// x as given (f32) and w widened exactly. One VFMADD of a broadcast x[i]
+// advances 16 outputs by one input; the accumulators are the outputs (no
+// lane tree), the weights are widened in registers (even input: a 16-bit
+// shift; odd: a mask), and segments continue their chains from y exactly.
+// Each lane is an independent chain, so every path gives the same bits.
 #ifndef TRIBUTARY_ENGINE_BACKEND_CPU_MATMUL_KERNELS_H_
 #define TRIBUTARY_ENGINE_BACKEND_CPU_MATMUL_KERNELS_H_
 
@@ -91,12 +101,35 @@ struct Bf16DotKernels {
   void (*round)(const float* src, int64_t n, uint16_t* dst);
 };
 
+// The f32 products on bf16 pairs (the order above): the same tiles as
+// Bf16DotKernels, with x in f32.
+struct F32PairKernels {
+  int mr;                              // most tokens per tile
+  int groups[kMaxTileTokensBf16 + 1];  // groups[m]: 16-row groups per tile
+  // For t < m and rows r < rows_store of the tile (r = 16n + j: lane j of
+  // group n): continues the chain of output (t, r) over num_inputs inputs
+  // (the order above), from y[t, r] when `accumulate` (a previous segment's
+  // result) else from +0, and stores it in y[t, r]. x: the tile's first
+  // token at its first input (an even one), rows ldx floats apart; only
+  // x[t, 0 … num_inputs − 1] is read (an odd count ends in half a pair).
+  // group[n]: group n's first pair (64 bytes a pair); group[] has groups[m]
+  // entries (repeat one to pad). `prefetch` as for Bf16DotKernels.
+  void (*tile)(int m, const float* x, int64_t ldx,
+               const uint16_t* const* group, int64_t num_inputs,
+               bool accumulate, float* y, int64_t ldy, int rows_store,
+               const char* prefetch);
+};
+
 const MatMulKernels& ScalarKernels();
 const MatMulKernels& Avx2Kernels();    // needs AVX2, FMA, F16C
 const MatMulKernels& Avx512Kernels();  // needs AVX-512F/BW/VL, FMA, F16C
 
 const Bf16DotKernels& ScalarBf16DotKernels();  // the naive twin, any CPU
 const Bf16DotKernels& Avx512Bf16DotKernels();  // Avx512Kernels' + AVX512_BF16
+
+const F32PairKernels& ScalarF32PairKernels();  // the naive twin
+const F32PairKernels& Avx2F32PairKernels();    // as Avx2Kernels
+const F32PairKernels& Avx512F32PairKernels();  // as Avx512Kernels
 
 }  // namespace matmul_internal
 }  // namespace tributary

@@ -113,6 +113,27 @@ void Bf16DotTileScalar(int m, const uint16_t* x, int64_t ldx,
   }
 }
 
+// The naive twin of the f32 products on bf16 pairs: one std::fma chain per
+// output over the inputs in order.
+void F32PairTileScalar(int m, const float* x, int64_t ldx,
+                       const uint16_t* const* group, int64_t num_inputs,
+                       bool accumulate, float* y, int64_t ldy, int rows_store,
+                       const char* /*prefetch*/) {
+  for (int t = 0; t < m; ++t) {
+    for (int r = 0; r < rows_store; ++r) {
+      // Row r is lane j of group n: its input i is at 32 (i / 2) + 2j +
+      // i mod 2.
+      const uint16_t* w = group[r / kLanes] + 2 * (r % kLanes);
+      float acc = accumulate ? y[t * ldy + r] : 0.0f;
+      for (int64_t i = 0; i < num_inputs; ++i) {
+        acc = std::fma(x[t * ldx + i], Bf16ToF32(w[32 * (i / 2) + i % 2]),
+                       acc);
+      }
+      y[t * ldy + r] = acc;
+    }
+  }
+}
+
 void RoundScalar(const float* src, int64_t n, uint16_t* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = F32ToBf16(src[i]);
 }
@@ -127,6 +148,12 @@ void WidenScalar(const void* src, ElementType type, int64_t n, float* dst) {
 const MatMulKernels& ScalarKernels() {
   static const MatMulKernels kernels{
       kMr, {0, kNr, kNr, kNr, kNr, 0, 0, 0, 0}, &TileScalar, &WidenScalar};
+  return kernels;
+}
+
+const F32PairKernels& ScalarF32PairKernels() {
+  static const F32PairKernels kernels{
+      kMr, {0, kNr, kNr, kNr, kNr, 0, 0, 0, 0}, &F32PairTileScalar};
   return kernels;
 }
 

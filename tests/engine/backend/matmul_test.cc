@@ -633,14 +633,53 @@ TEST(MatMulBf16Test, PackedWeightsGiveTheStoredRowsBits) {
     const std::vector<float> rows = RunMatMul(
         MatMulIsa::kAuto, x, s, w, ElementType::kBF16, &pool,
         MatMulPrecision::kBF16);
-    // Packed weights take the bf16 products whatever precision is asked.
-    for (MatMulPrecision precision :
-         {MatMulPrecision::kBF16, MatMulPrecision::kF32}) {
-      std::vector<float> y(static_cast<size_t>(s.tokens * s.out), -1.0f);
-      MatMul(x.data(), s.tokens, s.in, packed.data(), ElementType::kBF16,
-             s.out, y.data(), &pool, precision, WeightLayout::kBf16Pairs);
-      EXPECT_EQ(y, rows) << "T=" << s.tokens << " "
-                         << MatMulPrecisionName(precision);
+    std::vector<float> y(static_cast<size_t>(s.tokens * s.out), -1.0f);
+    MatMul(x.data(), s.tokens, s.in, packed.data(), ElementType::kBF16, s.out,
+           y.data(), &pool, MatMulPrecision::kBF16, WeightLayout::kBf16Pairs);
+    EXPECT_EQ(y, rows) << "T=" << s.tokens;
+  }
+}
+
+// f32 products on weights packed as bf16 pairs are one fma chain per output
+// over the inputs in order (matmul_kernels.h), on every path, for any batch,
+// thread count and shape: odd K (half a pair at the end), K past a segment
+// (2048 inputs), rows not a multiple of 16, decode and prefill tiles. The
+// expected bits are that chain, written out here with std::fma.
+TEST(MatMulF32PairsTest, IsOneFmaChainPerOutputOnEveryPathAndShape) {
+  ThreadPool pool2(2), pool3(3);
+  const Shape shapes[] = {{1, 1, 1},    {1, 7, 5},     {2, 33, 17},
+                          {5, 64, 40},  {8, 257, 45},  {9, 100, 200},
+                          {33, 301, 70}, {1, 2500, 37}, {40, 4097, 33}};
+  for (const Shape& s : shapes) {
+    const std::vector<float> x = RandomFloats(s.tokens * s.in, 71);
+    const std::vector<uint8_t> w =
+        RandomWeights(ElementType::kBF16, s.in * s.out, 72);
+    const uint16_t* wb = reinterpret_cast<const uint16_t*>(w.data());
+    std::vector<float> expected(static_cast<size_t>(s.tokens * s.out));
+    for (int64_t t = 0; t < s.tokens; ++t) {
+      for (int64_t o = 0; o < s.out; ++o) {
+        float acc = 0.0f;
+        for (int64_t i = 0; i < s.in; ++i) {
+          acc = std::fma(x[t * s.in + i], Bf16ToF32(wb[o * s.in + i]), acc);
+        }
+        expected[t * s.out + o] = acc;
+      }
+    }
+    std::vector<uint16_t> packed(
+        static_cast<size_t>(Bf16PairsElements(s.out, s.in)));
+    PackBf16Pairs(wb, s.out, s.in, packed.data(), nullptr);
+    for (MatMulIsa isa : SupportedIsas()) {
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2,
+                               &pool3}) {
+        std::vector<float> y(expected.size(), -1.0f);
+        MatMulWithIsa(isa, x.data(), s.tokens, s.in, packed.data(),
+                      ElementType::kBF16, s.out, y.data(), pool,
+                      MatMulPrecision::kF32, WeightLayout::kBf16Pairs);
+        ASSERT_EQ(0, std::memcmp(y.data(), expected.data(),
+                                 y.size() * sizeof(float)))
+            << Describe(isa, ElementType::kBF16, s,
+                        pool == nullptr ? 1 : pool->num_threads());
+      }
     }
   }
 }

@@ -232,10 +232,11 @@ TEST(HybridDecoderBf16MatMulTest, CreateSaysWhatTheCpuLacks) {
   }
 }
 
-// With bf16 products the CPU backend packs each bf16 matrix once, at load, as
-// bf16 pairs (and nothing else: other types and vectors stay as given); the
-// packed copy multiplies to the bits of the stored rows (which the matmul
-// packs per call), and is the backend's to free.
+// The CPU backend packs each bf16 matrix once, at load, as bf16 pairs, for
+// f32 and bf16 products alike (and nothing else: other types and vectors
+// stay as given); with bf16 products the packed copy multiplies to the bits
+// of the stored rows (which the matmul packs per call), and it is the
+// backend's to free.
 TEST(HybridDecoderBf16MatMulTest, BackendPacksBf16MatricesOnly) {
   if (!MatMulBf16DotSupported()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
   const int64_t out = 40, in = 70;
@@ -255,9 +256,10 @@ TEST(HybridDecoderBf16MatMulTest, BackendPacksBf16MatricesOnly) {
     ASSERT_TRUE(same.ok());
     EXPECT_EQ(same->data, t->data) << ElementTypeName(t->type);
   }
-  auto unpacked = (*f32_backend)->PrepareMatMulWeight(*w);
-  ASSERT_TRUE(unpacked.ok());
-  EXPECT_EQ(unpacked->data, w->data);
+  // f32 products take packed bf16 matrices too (their own order).
+  auto packed_for_f32 = (*f32_backend)->PrepareMatMulWeight(*w);
+  ASSERT_TRUE(packed_for_f32.ok());
+  EXPECT_NE(packed_for_f32->data, w->data);
   auto packed = b.PrepareMatMulWeight(*w);
   ASSERT_TRUE(packed.ok());
   EXPECT_NE(packed->data, w->data);
@@ -415,7 +417,12 @@ TEST(HybridDecoderTest, ChunkedPrefillEqualsOnePrefill) {
       const std::vector<double> ref(one->logits.begin() + t * h.vocab(),
                                     one->logits.begin() + (t + 1) * h.vocab());
       const RowError e = CompareRow(chunked.data() + t * h.vocab(), ref);
-      EXPECT_LE(e.max_diff, 1e-5 * e.max_ref) << "position " << t;
+      // Chunk boundaries change the delta rule's and attention's rounding,
+      // which the layers carry to the logits: at most 9.2e-6 with the
+      // 16-lane matmul order, 1.06e-5 since packed bf16 weights take one
+      // fma chain per output (measured on the fixtures). A chunking bug
+      // shows as 1e-3 or more.
+      EXPECT_LE(e.max_diff, 2e-5 * e.max_ref) << "position " << t;
     }
   });
 }
