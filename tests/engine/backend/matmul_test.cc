@@ -134,9 +134,11 @@ TEST(MatMulTest, MatchesReferenceOnEveryPathTypeAndOddShape) {
       {1, 1, 1},      {1, 5, 7},     {2, 17, 33},   {3, 31, 15},
       {7, 33, 65},    {16, 64, 31},  {17, 100, 47}, {64, 300, 70},
       {130, 257, 97}, {9, 600, 130}, {1, 4500, 35}, {5, 5000, 17},
-      // Prefill over several input segments (K-blocking), the last one
-      // ending in a partial chunk.
-      {20, 1100, 50}, {7, 1040, 9},
+      // Prefill in input segments (K-blocking) where the path's share of L1
+      // makes them (AVX-512 on a 48 KiB L1: 1024 + 76 and 1024 + 16
+      // inputs), and with more rows than one pack block (232 at K = 1100 on
+      // a 2 MiB L2), so that the carried lanes of a whole block are used.
+      {20, 1100, 50}, {7, 1040, 9}, {20, 1100, 600},
   };
   for (const Shape& s : shapes) {
     const std::vector<float> x = RandomFloats(s.tokens * s.in, 11);
@@ -187,9 +189,9 @@ TEST(MatMulTest, ZeroInFeaturesGivesZeros) {
 // A token's output must not depend on the other tokens of the call, nor on
 // how many there are: compare every way of cutting 130 tokens into calls,
 // bit for bit, on the same path. Decode-sized calls run each dot product
-// in one pass, larger ones over three input segments carrying their lanes
-// (the last ending in a partial chunk), so this also checks that the
-// segments give one pass's bits.
+// in one pass; larger ones, where the path's share of L1 says so (AVX-512 on
+// a 48 KiB L1), in input segments carrying their lanes (1024 + 76 inputs),
+// so this also checks that the segments give one pass's bits.
 TEST(MatMulTest, BatchInvariantBitForBit) {
   ThreadPool pool(2);
   const Shape full{130, 1100, 77};  // a partial row tile too
@@ -238,7 +240,9 @@ TEST(MatMulTest, SameBitsForAnyThreadCount) {
 // for bit (a property, not just a tolerance).
 TEST(MatMulTest, AllPathsGiveTheSameBits) {
   ThreadPool pool(2);
-  // One pass over the inputs, and prefill over three input segments.
+  // One pass over the inputs, and prefill in input segments where the
+  // path's share of L1 says so (MatMulKernelsTest checks every path's
+  // tiles in segments).
   for (const Shape& s : {Shape{19, 333, 101}, Shape{19, 1100, 37}}) {
     const std::vector<float> x = RandomFloats(s.tokens * s.in, 21);
     for (ElementType type : kAllTypes) {
