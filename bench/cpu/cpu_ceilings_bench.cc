@@ -8,17 +8,19 @@
 //       pairs as the backend packs them), the bf16 ceiling.
 //   (b) DRAM read bandwidth: a streaming read of a buffer much larger than
 //       L3 with AVX loads, 1 and 2 threads; the best is the memory ceiling.
-//   (c) our MatMul on the model's shapes: decode (bf16 weights, several
-//       copies cycled so the working set exceeds L3) as GB/s of weights read
+//   (c) our MatMul on the model's shapes, bf16 weights packed as bf16 pairs
+//       as the CPU backend packs them ("ours bf16": f32 products on them,
+//       the engine's default): decode (several copies cycled so the
+//       working set exceeds L3) as GB/s of weights read
 //       and a fraction of (b); prefill T=512 and batched decode T=32 as
 //       GFLOP/s and a fraction of (a), with OpenBLAS sgemm on an expanded
 //       f32 copy of the weights beside it, and the bf16 products against
 //       the bf16 ceiling; and batched decode T=32 again with the weights
 //       cycled through copies larger than L3, as a real model's are.
-//   (k) on request only: our prefill against OpenBLAS by row length, T = 512
-//       tokens × 1024 outputs, K from 256 to 5120 inputs, 1 and all threads,
-//       as the ratio ours / OpenBLAS of the same shape in the same run (where
-//       a row outgrows L1, matmul.cc cuts it into segments).
+//   (k) on request only: our prefill (f32 products on bf16 pairs) against
+//       OpenBLAS by row length, T = 512 tokens × 1024 outputs, K from 256 to
+//       5120 inputs, 1 and all threads, as the ratio ours / OpenBLAS of the
+//       same shape in the same run.
 // Every number is the best of --reps repetitions (the machine is shared).
 // Flags: --reps N (default 5), --gemm_n=N (default 2048), --dram_mib=N
 // (default 1024), --threads=N (default 2: the "all cores" column),
@@ -201,6 +203,7 @@ void RowLengthSweep(const Flags& flags, ThreadPool& pool1, ThreadPool& pool_n) {
   for (const int64_t k : {256, 512, 1024, 1536, 2048, 2816, 5120}) {
     const std::vector<float> wf = RandomFloats(kOut * k, 12);
     const std::vector<uint16_t> wb = ToBf16(wf);
+    const std::vector<uint16_t> wp = PackedPairs(wb, kOut, k);
     std::vector<float> wbf(wb.size());  // the bf16 values as f32
     for (size_t i = 0; i < wb.size(); ++i) wbf[i] = Bf16ToF32(wb[i]);
     const std::vector<float> x = RandomFloats(kT * k, 13);
@@ -212,8 +215,10 @@ void RowLengthSweep(const Flags& flags, ThreadPool& pool1, ThreadPool& pool_n) {
     for (int ti = 0; ti < 2; ++ti) {
       ThreadPool* pool = ti == 0 ? &pool1 : &pool_n;
       ours[ti] = GFlops(kT, kOut, k, BestSeconds(flags.reps, [&] {
-                          MatMul(x.data(), kT, k, wb.data(),
-                                 ElementType::kBF16, kOut, y.data(), pool);
+                          MatMul(x.data(), kT, k, wp.data(),
+                                 ElementType::kBF16, kOut, y.data(), pool,
+                                 MatMulPrecision::kF32,
+                                 WeightLayout::kBf16Pairs);
                         }));
     }
     for (int ti = 0; ti < 2; ++ti) {
@@ -357,8 +362,12 @@ int Main(const Flags& flags) {
               "copies", "1 thr", "%DRAM", "all thr", "%DRAM");
   for (const Shape& s : shapes) {
     const int64_t bytes = s.out * s.in * 2;
-    const std::vector<std::vector<uint16_t>> ws =
-        CopiesBeyondL3(s.out, s.in, 100);
+    // Packed as the CPU backend packs bf16 matrices (f32 products on bf16
+    // pairs).
+    std::vector<std::vector<uint16_t>> ws;
+    for (const auto& w : CopiesBeyondL3(s.out, s.in, 100)) {
+      ws.push_back(PackedPairs(w, s.out, s.in));
+    }
     const int64_t copies = static_cast<int64_t>(ws.size());
     for (int64_t t : {1, 4}) {
       const std::vector<float> x = RandomFloats(t * s.in, 7);
@@ -369,7 +378,8 @@ int Main(const Flags& flags) {
         const double sec = BestSeconds(flags.reps, [&] {
           for (const auto& w : ws) {
             MatMul(x.data(), t, s.in, w.data(), ElementType::kBF16, s.out,
-                   y.data(), pool);
+                   y.data(), pool, MatMulPrecision::kF32,
+                   WeightLayout::kBf16Pairs);
           }
         });
         gbs[pi] = static_cast<double>(bytes) * copies / sec / 1e9;
@@ -394,11 +404,13 @@ int Main(const Flags& flags) {
     for (const Shape& s : shapes) {
       const std::vector<float> wf = RandomFloats(s.out * s.in, 9);
       const std::vector<uint16_t> wb = ToBf16(wf);
+      const std::vector<uint16_t> wp = PackedPairs(wb, s.out, s.in);
       const std::vector<float> x = RandomFloats(kT * s.in, 10);
       std::vector<float> y(kT * s.out);
       const double s_bf16 = BestSeconds(flags.reps, [&] {
-        MatMul(x.data(), kT, s.in, wb.data(), ElementType::kBF16, s.out,
-               y.data(), &pool_n);
+        MatMul(x.data(), kT, s.in, wp.data(), ElementType::kBF16, s.out,
+               y.data(), &pool_n, MatMulPrecision::kF32,
+               WeightLayout::kBf16Pairs);
       });
       const double s_f32 = BestSeconds(flags.reps, [&] {
         MatMul(x.data(), kT, s.in, wf.data(), ElementType::kF32, s.out,
@@ -415,7 +427,6 @@ int Main(const Flags& flags) {
 #endif
       double prod = 0;
       if (bf16_peak > 0) {
-        const std::vector<uint16_t> wp = PackedPairs(wb, s.out, s.in);
         prod = GFlops(kT, s.out, s.in, BestSeconds(flags.reps, [&] {
                         MatMul(x.data(), kT, s.in, wp.data(),
                                ElementType::kBF16, s.out, y.data(), &pool_n,
@@ -459,12 +470,12 @@ int Main(const Flags& flags) {
       });
       return GFlops(kT, s.out, s.in, sec / static_cast<double>(copies));
     };
+    std::vector<std::vector<uint16_t>> packed;
+    for (const auto& w : ws) packed.push_back(PackedPairs(w, s.out, s.in));
     const double ours_b =
-        rate(ws, MatMulPrecision::kF32, WeightLayout::kRows);
+        rate(packed, MatMulPrecision::kF32, WeightLayout::kBf16Pairs);
     double prod = 0.0;
     if (bf16_peak > 0) {
-      std::vector<std::vector<uint16_t>> packed;
-      for (const auto& w : ws) packed.push_back(PackedPairs(w, s.out, s.in));
       prod = rate(packed, MatMulPrecision::kBF16, WeightLayout::kBf16Pairs);
     }
     std::printf("  %-28s %6ld %9.1f %5.1f%% %9.1f %5.1f%%\n", s.name,
