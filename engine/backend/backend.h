@@ -81,8 +81,10 @@ class Backend {
   // unchanged either way (an embedding table tied to the LM head still
   // gathers rows), and the caller may Free it if nothing else reads it.
   // Called once per weight, at load. Pure virtual so that a wrapper cannot
-  // forget to forward it: the CPU's bf16 products on an unprepared matrix
-  // pack it on every call (same bits, slowly).
+  // forget to forward it: on an unprepared bf16 matrix the CPU's bf16
+  // products pack it on every call (same bits, slowly), and its f32
+  // products take the stored rows' 16-lane order (other bits, within
+  // rounding, and slower).
   virtual absl::StatusOr<Tensor> PrepareMatMulWeight(const Tensor& w) = 0;
   // dst.size_bytes() bytes from host `src` into `dst`.
   virtual absl::Status CopyFromHost(const void* src, const Tensor& dst) = 0;

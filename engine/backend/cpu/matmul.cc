@@ -155,8 +155,9 @@ struct Prefetch {
 // [t_begin, t_end) over weight rows [o_begin, o_end), whose row o starts at
 // row_base + (o − row_origin) · row_bytes; `next` is what the tile
 // prefetches (`prefetch`), or null. RowPtr: the tile's row pointer type.
-// The bf16 products call it with 16-row groups of packed pairs for rows
-// (nr_of_m: groups per tile; n_store: groups to store).
+// The products on bf16 pairs (f32 and bf16) call it with 16-row groups of
+// packed pairs for rows (nr_of_m: groups per tile; n_store: groups to
+// store).
 template <typename RowPtr, typename Tile>
 void ForEachTile(int mr, const int* nr_of_m, int64_t t_begin, int64_t t_end,
                  int64_t o_begin, int64_t o_end, const char* row_base,
@@ -353,8 +354,8 @@ struct AlignedFloats {
 };
 
 // One product of a call, ready to run: the problem and its path (exactly
-// one of kern and bf16), and its first unit of kRowsPerUnit output rows in
-// the call's numbering of all its products' units.
+// one of kern, bf16 and f32_pairs), and its first unit of kRowsPerUnit
+// output rows in the call's numbering of all its products' units.
 struct Product {
   Problem p;
   const MatMulKernels* kern;   // f32 products on stored rows
@@ -398,7 +399,7 @@ void RunProducts(MatMulIsa isa, const float* x, int64_t num_tokens,
   products.reserve(static_cast<size_t>(num_outputs));
   std::vector<std::unique_ptr<uint16_t[]>> packed_here;
   bool round_x = false;
-  size_t scratch_bytes = 0;  // prefill's pack buffer (f32 products)
+  size_t scratch_bytes = 0;  // prefill's pack buffer (f32 on stored rows)
   int64_t units = 0, macs = 0;
   for (int i = 0; i < num_outputs; ++i) {
     const MatMulOutput& o = outputs[i];

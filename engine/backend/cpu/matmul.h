@@ -8,9 +8,10 @@
 // out_features] f32, overwritten. No pointer may alias another. w_type must
 // be a float type (kF32, kBF16, kF16).
 //
-// Every output is a dot product computed as 16 lane-wise fma chains plus a
-// fixed lane tree (matmul_kernels.h), by register-blocked tiles of up to
-// 6 tokens × 4 weight rows (AVX-512; one zmm accumulator each):
+// On stored rows (WeightLayout::kRows), every output is a dot product
+// computed as 16 lane-wise fma chains plus a fixed lane tree
+// (matmul_kernels.h), by register-blocked tiles of up to 6 tokens × 4
+// weight rows (AVX-512; one zmm accumulator each):
 //  - decode (num_tokens <= 6, memory-bound): one pass over the stored
 //    weight rows, widened to f32 in registers (bf16: a 16-bit shift; f16:
 //    F16C), each row read once for all the tokens of the call, the next
@@ -31,7 +32,7 @@
 // K = 256 (no lane tree, no widening pass).
 //
 // Determinism: y[t, o] depends only on x row t and w row o, through a
-// reduction order fixed by in_features alone — not by num_tokens, the other
+// reduction order fixed by in_features and the layout alone — not by num_tokens, the other
 // tokens of the call, the thread count, the blocking or the tile shape — so
 // results are bit-for-bit batch invariant, and the scalar, AVX2 and AVX-512
 // paths give identical bits (all fuse multiply-adds the same way; bf16/f16

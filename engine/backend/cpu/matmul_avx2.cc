@@ -2,6 +2,8 @@
 // each (token, weight row) accumulator held as two ymm (lanes 0–7, 8–15), so
 // its bits equal the AVX-512 path's. Up to 3 tokens × 2 rows or 1 × 4 per
 // tile (2·m·nr accumulators + nr weights + 1 x within 16 ymm registers).
+// And the f32 products on bf16 pairs (one fma chain per output), up to 4
+// tokens × 1 group or 1 × 4.
 // Same rules as matmul_avx512.cc: only TRIBUTARY_AVX2 functions use AVX2.
 #include <immintrin.h>
 
@@ -325,6 +327,8 @@ TRIBUTARY_AVX2 void F32PairTileGroups(const float* x, int64_t ldx,
       }
       break;
   }
+  // groups <= kGroupsPairs[M] (the clamp above): every case returned.
+  __builtin_unreachable();
 }
 
 TRIBUTARY_AVX2 void F32PairTileAvx2(int m, const float* x, int64_t ldx,

@@ -1,8 +1,10 @@
 // The AVX-512 paths: the canonical 16-lane order (matmul_kernels.h) with one
 // zmm accumulator per (token, weight row), up to 6 tokens × 4 rows (prefill)
-// or 1–2 tokens × 8 rows (decode) per tile; and the bf16 products' pair
-// chains on VDPBF16PS (AVX512_BF16) over weights packed as bf16 pairs, m
-// tokens × kGroupsBf16[m] groups of 16 rows per tile (1 × 12 … 8 × 3).
+// or 1–2 tokens × 8 rows (decode) per tile; the bf16 products' pair chains
+// on VDPBF16PS (AVX512_BF16) over weights packed as bf16 pairs, m tokens ×
+// kGroupsBf16[m] groups of 16 rows per tile (1 × 12 … 8 × 3); and the f32
+// products' fma chains over the same packed weights, m tokens ×
+// kGroupsF32Pairs[m] groups (1 × 4, then as the bf16 products).
 //
 // This file is compiled with the project's baseline flags; only the functions
 // marked TRIBUTARY_AVX512 use AVX-512 (target attribute), so no inline
@@ -393,8 +395,8 @@ TRIBUTARY_AVX512_BF16 void Bf16DotTileAvx512(int m, const uint16_t* x,
 
 // The f32 products on bf16 pairs (matmul_kernels.h, F32PairKernels): M
 // tokens × N groups of 16 weight rows, one zmm accumulator each (lane j of
-// group n is row 16n + j), the same shapes as the bf16 products' tiles
-// (M·N accumulators, N weights, one x). Per pair and parity: N weight loads
+// group n is row 16n + j), at most the bf16 products' shapes (M·N
+// accumulators, N weights, one x). Per pair and parity: N weight loads
 // widened in registers (the even input: a 16-bit shift of the pair; the
 // odd: its high half masked), then a broadcast x element a token and M·N
 // fmas.

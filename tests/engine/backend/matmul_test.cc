@@ -651,9 +651,16 @@ TEST(MatMulBf16Test, PackedWeightsGiveTheStoredRowsBits) {
 // expected bits are that chain, written out here with std::fma.
 TEST(MatMulF32PairsTest, IsOneFmaChainPerOutputOnEveryPathAndShape) {
   ThreadPool pool2(2), pool3(3);
-  const Shape shapes[] = {{1, 1, 1},    {1, 7, 5},     {2, 33, 17},
-                          {5, 64, 40},  {8, 257, 45},  {9, 100, 200},
-                          {33, 301, 70}, {1, 2500, 37}, {40, 4097, 33}};
+  const Shape shapes[] = {
+      {1, 1, 1},     {1, 7, 5},      {2, 33, 17},   {5, 64, 40},
+      {8, 257, 45},  {9, 100, 200},  {33, 301, 70}, {1, 2500, 37},
+      {40, 4097, 33},
+      // Every token count's widest tiles (2 × 10 groups … 7 × 3).
+      {2, 64, 170},  {3, 64, 120},   {4, 65, 100},  {6, 64, 70},
+      {7, 63, 60},
+      // Prefill over more than one block of groups, in two segments, on
+      // two threads.
+      {20, 2100, 260}};
   for (const Shape& s : shapes) {
     const std::vector<float> x = RandomFloats(s.tokens * s.in, 71);
     const std::vector<uint8_t> w =

@@ -129,6 +129,24 @@ TEST(SyntheticModelTest, RandomWeightsAreDeterministicAndInScale) {
   EXPECT_LT(rms, 50.0);
 }
 
+// With the default f32 products too, every bf16 matmul weight the decoder
+// loads is packed (PrepareMatMulWeight), on any CPU: no product runs on
+// stored bf16 rows.
+TEST(SyntheticModelTest, F32ProductsRunOnPackedWeightsOnly) {
+  auto config = SyntheticModelConfig("tiny");
+  ASSERT_TRUE(config.ok());
+  const ModelWeights weights = SyntheticModelWeights(*config, DType::kBF16);
+  auto backend = CpuBackend::Create({1, MatMulPrecision::kF32});
+  ASSERT_TRUE(backend.ok());
+  WeightLoadOptions load;
+  load.random_seed = 7;
+  auto decoder = HybridDecoder::Create(*config, weights, backend->get(),
+                                       {8, 16, 1}, load);
+  ASSERT_TRUE(decoder.ok()) << decoder.status();
+  EXPECT_FALSE(PrefillLogits(**decoder).empty());
+  EXPECT_EQ((*backend)->unprepared_bf16_matmuls(), 0);
+}
+
 // A backend that packs its matmul weights (bf16 products) gets the same
 // random model: the decoder numbers each tensor's random stream by its load
 // order, and the packed copies must not shift it. bf16 weights of the tiny
@@ -154,9 +172,7 @@ TEST(SyntheticModelTest, PackedWeightsKeepTheRandomModel) {
                                          {8, 16, 1}, load);
     ASSERT_TRUE(decoder.ok()) << decoder.status();
     logits.push_back(PrefillLogits(**decoder));
-    if (precision == MatMulPrecision::kBF16) {
-      EXPECT_EQ((*backend)->unprepared_bf16_matmuls(), 0);
-    }
+    EXPECT_EQ((*backend)->unprepared_bf16_matmuls(), 0);
   }
   ASSERT_EQ(logits[0].size(), logits[1].size());
   ASSERT_EQ(logits[0].size(), logits[2].size());
