@@ -299,6 +299,23 @@ inline __mmask16 GroupMask(int rows_store, int n) {
                      : static_cast<__mmask16>((1u << left) - 1);
 }
 
+// acc[t][n] = y[t, 16n …] (rows below rows_store; zero beyond) when
+// `accumulate`, else +0.
+template <int M, int N>
+TRIBUTARY_AVX512 inline void LoadGroups(__m512 (&acc)[M][N], bool accumulate,
+                                        const float* y, int64_t ldy,
+                                        int rows_store) {
+#pragma GCC unroll 8
+  for (int t = 0; t < M; ++t) {
+#pragma GCC unroll 12
+    for (int n = 0; n < N; ++n) {
+      acc[t][n] = accumulate ? _mm512_maskz_loadu_ps(GroupMask(rows_store, n),
+                                                     y + t * ldy + 16 * n)
+                             : _mm512_setzero_ps();
+    }
+  }
+}
+
 // y[t, 16n + j] = lane j of acc[t][n], rows below rows_store only.
 template <int M, int N>
 TRIBUTARY_AVX512 inline void StoreGroups(const __m512 (&acc)[M][N], float* y,
@@ -324,15 +341,7 @@ TRIBUTARY_AVX512_BF16 void Bf16PairTile(const uint16_t* x, int64_t ldx,
                                         float* y, int64_t ldy, int rows_store,
                                         const char* prefetch) {
   __m512 acc[M][N];
-#pragma GCC unroll 8
-  for (int t = 0; t < M; ++t) {
-#pragma GCC unroll 12
-    for (int n = 0; n < N; ++n) {
-      acc[t][n] = accumulate ? _mm512_maskz_loadu_ps(GroupMask(rows_store, n),
-                                                     y + t * ldy + 16 * n)
-                             : _mm512_setzero_ps();
-    }
-  }
+  LoadGroups<M, N>(acc, accumulate, y, ldy, rows_store);
   const uint16_t* g[N];
 #pragma GCC unroll 12
   for (int n = 0; n < N; ++n) g[n] = group[n];
@@ -407,15 +416,7 @@ TRIBUTARY_AVX512 void F32PairTile(const float* x, int64_t ldx,
                                   float* y, int64_t ldy, int rows_store,
                                   const char* prefetch) {
   __m512 acc[M][N];
-#pragma GCC unroll 8
-  for (int t = 0; t < M; ++t) {
-#pragma GCC unroll 12
-    for (int n = 0; n < N; ++n) {
-      acc[t][n] = accumulate ? _mm512_maskz_loadu_ps(GroupMask(rows_store, n),
-                                                     y + t * ldy + 16 * n)
-                             : _mm512_setzero_ps();
-    }
-  }
+  LoadGroups<M, N>(acc, accumulate, y, ldy, rows_store);
   const uint16_t* g[N];
 #pragma GCC unroll 12
   for (int n = 0; n < N; ++n) g[n] = group[n];
