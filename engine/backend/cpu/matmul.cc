@@ -108,8 +108,8 @@ struct PrefillBlocking {
   int64_t stride;    // floats between packed rows (PackStride)
   int64_t rows;      // rows of a pack block (a multiple of 8, at least 8)
   int64_t segment;   // inputs a segment (K when there is one segment)
-  int64_t lanes;     // floats of carried lanes (0 for one segment)
-  int64_t scratch;   // floats of a worker's scratch: the block, then lanes
+  int64_t scratch;   // floats of a worker's scratch: the block (rows ·
+                     // stride), then the carried lanes (segments only)
 };
 
 PrefillBlocking BlockingFor(const MatMulKernels& kern, int64_t in_features) {
@@ -124,12 +124,11 @@ PrefillBlocking BlockingFor(const MatMulKernels& kern, int64_t in_features) {
   const int64_t rows =
       pack_bytes / (b.stride * static_cast<int64_t>(sizeof(float)));
   b.rows = rows < 8 ? 8 : rows / 8 * 8;
-  // A token tile's row tiles over a block: at most rows + nr rows, each
-  // with m · 16 lanes.
-  b.lanes = segmented
-                ? kern.mr * (b.rows + matmul_internal::kMaxTileRows) * 16
-                : 0;
-  b.scratch = b.rows * b.stride + b.lanes;
+  // The carried lanes of a token tile's row tiles over a block: at most
+  // rows + nr − 1 rows, each with m · 16 lanes.
+  const int64_t lanes =
+      segmented ? kern.mr * (b.rows + matmul_internal::kMaxTileRows) * 16 : 0;
+  b.scratch = b.rows * b.stride + lanes;
   return b;
 }
 

@@ -3,8 +3,9 @@
 // Same contract as reference::MatMul (reference_ops.h):
 //   y[t, o] = Σ_i x[t, i] · w[o, i]
 // x: [num_tokens, in_features] f32; w: [out_features, in_features] of
-// `w_type` (bf16, f16 or f32; never expanded as a whole: blocks of rows are
-// widened to f32 into a per-worker scratch buffer); y: [num_tokens,
+// `w_type` (bf16, f16 or f32; never expanded as a whole: stored rows are
+// widened to f32 by blocks into a per-worker scratch buffer, bf16 pairs in
+// registers); y: [num_tokens,
 // out_features] f32, overwritten. No pointer may alias another. w_type must
 // be a float type (kF32, kBF16, kF16).
 //

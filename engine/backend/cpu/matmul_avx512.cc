@@ -409,6 +409,30 @@ TRIBUTARY_AVX512_BF16 void Bf16DotTileAvx512(int m, const uint16_t* x,
 // widened in registers (the even input: a 16-bit shift of the pair; the
 // odd: its high half masked), then a broadcast x element a token and M·N
 // fmas.
+// One input of pair p into every accumulator: the even one (kOdd false: a
+// 16-bit shift of the pair) or the odd one (its high half masked), widened
+// for each group, then a broadcast x element a token and M·N fmas.
+template <int M, int N, bool kOdd>
+TRIBUTARY_AVX512 inline void PairStep(const float* x, int64_t ldx,
+                                      const uint16_t* const* g, int64_t p,
+                                      __m512 (&acc)[M][N]) {
+  __m512 w[N];
+#pragma GCC unroll 12
+  for (int n = 0; n < N; ++n) {
+    const __m512i pair = _mm512_loadu_si512(g[n] + 32 * p);
+    w[n] = _mm512_castsi512_ps(
+        kOdd ? _mm512_and_si512(
+                   pair, _mm512_set1_epi32(static_cast<int>(0xffff0000u)))
+             : _mm512_slli_epi32(pair, 16));
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < M; ++t) {
+    const __m512 xv = _mm512_set1_ps(x[t * ldx + 2 * p + (kOdd ? 1 : 0)]);
+#pragma GCC unroll 12
+    for (int n = 0; n < N; ++n) acc[t][n] = _mm512_fmadd_ps(xv, w[n], acc[t][n]);
+  }
+}
+
 template <int M, int N>
 TRIBUTARY_AVX512 void F32PairTile(const float* x, int64_t ldx,
                                   const uint16_t* const* group,
@@ -420,53 +444,15 @@ TRIBUTARY_AVX512 void F32PairTile(const float* x, int64_t ldx,
   const uint16_t* g[N];
 #pragma GCC unroll 12
   for (int n = 0; n < N; ++n) g[n] = group[n];
-  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
   constexpr int64_t kPrefetchBytesPerPair = N * 64;
   const int64_t full_pairs = num_inputs / 2;
   for (int64_t p = 0; p < full_pairs; ++p) {
     PrefetchChunk<kPrefetchBytesPerPair>(prefetch, p);
-    __m512 w[N];
-#pragma GCC unroll 12
-    for (int n = 0; n < N; ++n) {
-      w[n] = _mm512_castsi512_ps(
-          _mm512_slli_epi32(_mm512_loadu_si512(g[n] + 32 * p), 16));
-    }
-#pragma GCC unroll 8
-    for (int t = 0; t < M; ++t) {
-      const __m512 xv = _mm512_set1_ps(x[t * ldx + 2 * p]);
-#pragma GCC unroll 12
-      for (int n = 0; n < N; ++n)
-        acc[t][n] = _mm512_fmadd_ps(xv, w[n], acc[t][n]);
-    }
-#pragma GCC unroll 12
-    for (int n = 0; n < N; ++n) {
-      w[n] = _mm512_castsi512_ps(
-          _mm512_and_si512(_mm512_loadu_si512(g[n] + 32 * p), high));
-    }
-#pragma GCC unroll 8
-    for (int t = 0; t < M; ++t) {
-      const __m512 xv = _mm512_set1_ps(x[t * ldx + 2 * p + 1]);
-#pragma GCC unroll 12
-      for (int n = 0; n < N; ++n)
-        acc[t][n] = _mm512_fmadd_ps(xv, w[n], acc[t][n]);
-    }
+    PairStep<M, N, false>(x, ldx, g, p, acc);
+    PairStep<M, N, true>(x, ldx, g, p, acc);
   }
-  if (num_inputs % 2 != 0) {  // half a pair: the even input only
-    const int64_t p = full_pairs;
-    __m512 w[N];
-#pragma GCC unroll 12
-    for (int n = 0; n < N; ++n) {
-      w[n] = _mm512_castsi512_ps(
-          _mm512_slli_epi32(_mm512_loadu_si512(g[n] + 32 * p), 16));
-    }
-#pragma GCC unroll 8
-    for (int t = 0; t < M; ++t) {
-      const __m512 xv = _mm512_set1_ps(x[t * ldx + 2 * p]);
-#pragma GCC unroll 12
-      for (int n = 0; n < N; ++n)
-        acc[t][n] = _mm512_fmadd_ps(xv, w[n], acc[t][n]);
-    }
-  }
+  // Half a pair: the even input only.
+  if (num_inputs % 2 != 0) PairStep<M, N, false>(x, ldx, g, full_pairs, acc);
   StoreGroups<M, N>(acc, y, ldy, rows_store);
 }
 
