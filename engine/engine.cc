@@ -129,6 +129,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   backend_options.kind = options.backend;
   backend_options.num_threads = options.num_threads;
   backend_options.cpu_matmul_precision = options.cpu_matmul_precision;
+  backend_options.cpu_step_in_parts = options.cpu_step_in_parts;
   backend_options.cuda_device = options.cuda_device;
   backend_options.cuda_graphs = options.cuda_graphs;
   backend_options.cuda_programmatic_launch = options.cuda_programmatic_launch;

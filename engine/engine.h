@@ -94,6 +94,9 @@ struct EngineOptions {
   // CpuBackend matmuls: f32 products (the reference numerics) or x rounded
   // to bf16 for throughput (BackendOptions::cpu_matmul_precision).
   MatMulPrecision cpu_matmul_precision = MatMulPrecision::kF32;
+  // Whether the CPU runs a step of several sequences in parts, one per
+  // thread (BackendOptions::cpu_step_in_parts); the same tokens either way.
+  bool cpu_step_in_parts = true;
   // Cores the engine thread may run on (sched_setaffinity); empty = any.
   // With num_threads = 1 that is all of the engine's compute: a server can
   // keep it apart from its RPC threads.

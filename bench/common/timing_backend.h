@@ -73,6 +73,17 @@ class TimingBackend final : public Backend {
     return Time("SetBatchLayout",
                 [&] { return inner_->SetBatchLayout(layout); });
   }
+  // A step in parts runs on the inner backend's parts, untimed op by op
+  // (they run at once on several threads): the whole of it is one entry.
+  int StepParts(const BatchLayout& layout) const override {
+    return inner_->StepParts(layout);
+  }
+  absl::Status RunInParts(
+      int parts,
+      absl::FunctionRef<absl::Status(int, Backend&)> body) override {
+    return Time("RunInParts (its ops untimed)",
+                [&] { return inner_->RunInParts(parts, body); });
+  }
   // Graph regions pass through untimed while timing is off; while it is on,
   // every op is issued (and, with `synchronize`, waited for) on its own.
   void BeginGraphRegion() override {

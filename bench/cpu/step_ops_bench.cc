@@ -9,9 +9,13 @@
 // all B sequences' P-token prompts from position 0 (B · P tokens; the
 // engine's prefill steps of issue 5's command are --batch 16 --prompt 32,
 // its 512-token step budget), each slot reset first, as the engine does
-// (outside the timing).
+// (outside the timing). A step of several sequences runs in parts, one per
+// thread (Backend::StepParts), whose ops are timed only as their whole;
+// --one-piece runs every step in one piece, op by op on all the threads,
+// for the breakdown (and the comparison).
 //   step_ops_bench [--model DIR] [--batch B] [--prompt P] [--steps N]
 //                  [--threads T] [--cpu-matmul f32|bf16] [--prefill]
+//                  [--one-piece]
 // Defaults: the default model, B = 32, P = 32, N = 64, T = 2.
 #include <algorithm>
 #include <chrono>
@@ -40,7 +44,7 @@ absl::Status Run(int argc, char** argv) {
                    CliArgs::Parse(argc, argv,
                                   {"model", "batch", "prompt", "steps",
                                    "threads", "cpu-matmul"},
-                                  {"prefill"}));
+                                  {"prefill", "one-piece"}));
   const bool prefill = args.Has("prefill");
   const std::string model_dir = args.GetOr("model", "models/tiny-shakespeare");
   ASSIGN_OR_RETURN(const int64_t batch, args.GetInt("batch", 32, 1, 256));
@@ -57,8 +61,11 @@ absl::Status Run(int argc, char** argv) {
   }
   ASSIGN_OR_RETURN(const MatMulPrecision precision,
                    ParseMatMulPrecision(args.GetOr("cpu-matmul", "f32")));
-  ASSIGN_OR_RETURN(std::unique_ptr<CpuBackend> cpu,
-                   CpuBackend::Create({static_cast<int>(threads), precision}));
+  CpuBackendOptions cpu_options;
+  cpu_options.num_threads = static_cast<int>(threads);
+  cpu_options.matmul_precision = precision;
+  cpu_options.step_in_parts = !args.Has("one-piece");
+  ASSIGN_OR_RETURN(std::unique_ptr<CpuBackend> cpu, CpuBackend::Create(cpu_options));
   TimingBackend timed(cpu.get());
   constexpr int64_t kBlockSize = 16;
   const int64_t blocks_per_seq = (prompt + steps + kBlockSize - 1) / kBlockSize;
@@ -137,9 +144,12 @@ absl::Status Run(int argc, char** argv) {
   const std::string what =
       prefill ? absl::StrCat("prefill steps of ", prompt, "-token prompts")
               : absl::StrCat("decode steps after a ", prompt, "-token prompt");
-  std::printf("batch %lld, %lld %s, %lld threads\n",
+  std::printf("batch %lld, %lld %s, %lld threads, %s\n",
               static_cast<long long>(batch), static_cast<long long>(steps),
-              what.c_str(), static_cast<long long>(threads));
+              what.c_str(), static_cast<long long>(threads),
+              cpu->StepParts(layout) > 1
+                  ? absl::StrCat("in ", cpu->StepParts(layout), " parts").c_str()
+                  : "in one piece");
   std::printf(
       "forward: mean %.3f ms/step (%.1f tok/s), best %.3f ms "
       "(%.1f tok/s); ops: mean %.3f, sum of bests %.3f ms\n",

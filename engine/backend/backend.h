@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -119,6 +120,33 @@ class Backend {
   // without graphs runs the ops as usual and ignores both calls.
   virtual void BeginGraphRegion() {}
   virtual absl::Status EndGraphRegion() { return absl::OkStatus(); }
+
+  // --- A step in parts ---------------------------------------------------------
+  // How many parts the backend would run a step of `layout` in, at once, one
+  // part per core (RunInParts): 1, the default, where one op at a time
+  // already fills the device (a GPU). The model splits the step's sequences
+  // into at most this many parts of contiguous rows; the model may always
+  // run fewer. Every part's results are the bits the whole step would give
+  // (batch invariance), so this only says what is faster.
+  virtual int StepParts(const BatchLayout& /*layout*/) const { return 1; }
+  // Runs body(p, part) for p in [0, parts), at once where the backend can,
+  // each on a backend `part` of its own that shares this one's memory and
+  // weights (any tensor of one is valid on the other) and keeps its own
+  // batch layout (SetBatchLayout). Inside body only the step's ops and
+  // SetBatchLayout: no Allocate, Free, PrepareMatMulWeight, copies or
+  // graph regions. Returns when every part is done: the first non-OK status
+  // of a part (by part order), else OK. The default runs the parts one after
+  // another on this backend itself, in issue order, which is correct on any
+  // backend.
+  virtual absl::Status RunInParts(
+      int parts, absl::FunctionRef<absl::Status(int part, Backend& backend)> body) {
+    absl::Status first;
+    for (int p = 0; p < parts; ++p) {
+      absl::Status s = body(p, *this);
+      if (first.ok()) first = s;
+    }
+    return first;
+  }
 
   // --- Row-wise ops -------------------------------------------------------------
   // y [T, out] = x [T, in] · wᵀ, w [out, in] in its stored type or as

@@ -26,7 +26,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
   if (options.kind == BackendKind::kCpu) {
     absl::StatusOr<std::unique_ptr<CpuBackend>> cpu =
         CpuBackend::Create({options.num_threads, options.cpu_matmul_precision,
-                            options.cpu_delta_rule_form});
+                            options.cpu_delta_rule_form,
+                            options.cpu_step_in_parts});
     if (!cpu.ok()) return cpu.status();
     return std::unique_ptr<Backend>(std::move(*cpu));
   }

@@ -27,6 +27,8 @@ struct BackendOptions {
   MatMulPrecision cpu_matmul_precision = MatMulPrecision::kF32;
   // CpuBackendOptions::delta_rule_form.
   DeltaRuleForm cpu_delta_rule_form = DeltaRuleForm::kFastest;
+  // CpuBackendOptions::step_in_parts.
+  bool cpu_step_in_parts = true;
   int cuda_device = 0;  // CUDA device ordinal
   // CUDA activations: bf16 (the design's) or f32 (to separate rounding from
   // bugs when checking the kernels).

@@ -12,7 +12,7 @@
 //                   [--temperature T] [--top-k K] [--top-p P]
 //                   [--repetition-penalty R]
 //                   [--device-sampling | --no-device-sampling]
-//                   [--cpu-matmul f32|bf16]
+//                   [--cpu-matmul f32|bf16] [--cpu-one-piece]
 //
 // --synthetic runs a model of a published shape (synthetic_model.h, e.g.
 // qwen3.5-27b) with random weights made on the backend from --seed: no
@@ -27,6 +27,9 @@
 // arrivals (exponential gaps drawn from --seed). Before the measurement W
 // warm-up requests run (not counted). --cpu-matmul bf16 rounds the CPU
 // matmuls' inputs to bf16 (CpuBackendOptions::matmul_precision).
+// --cpu-one-piece runs every CPU step in one piece, each op on all the
+// threads, rather than a step of several sequences in parts, one per thread
+// (CpuBackendOptions::step_in_parts): the same tokens, for an A/B.
 //
 // Reports requests/s and generated tokens/s over the wall time from the first
 // submit to the last final event, TTFT (the engine's timing) and inter-token
@@ -151,11 +154,17 @@ class BenchObserver : public EngineObserver {
     if (stats.step_seconds > 0) {
       sum_fraction_ += stats.outside_forward_seconds / stats.step_seconds;
     }
+    // Steps of decode tokens alone, and steps with a prompt chunk.
+    const int kind = stats.num_tokens == stats.num_sequences ? 0 : 1;
+    ++kind_steps_[kind];
+    kind_forward_[kind] += stats.forward_seconds;
   }
   void Reset() {
     std::lock_guard<std::mutex> lock(mu_);
     num_steps_ = sum_sequences_ = sum_tokens_ = 0;
     sum_step_ = sum_forward_ = sum_outside_ = sum_fraction_ = 0.0;
+    kind_steps_[0] = kind_steps_[1] = 0;
+    kind_forward_[0] = kind_forward_[1] = 0.0;
   }
   Json Summary() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -172,6 +181,11 @@ class BenchObserver : public EngineObserver {
     out["overhead_fraction"] = sum_step_ > 0 ? sum_outside_ / sum_step_ : 0.0;
     out["mean_step_overhead_fraction"] = sum_fraction_ / n;
     out["total_step_seconds"] = sum_step_;
+    const char* kinds[2] = {"decode", "prefill"};
+    for (int k = 0; k < 2; ++k) {
+      out[absl::StrCat(kinds[k], "_steps")] = kind_steps_[k];
+      out[absl::StrCat(kinds[k], "_forward_seconds")] = kind_forward_[k];
+    }
     return out;
   }
 
@@ -184,6 +198,9 @@ class BenchObserver : public EngineObserver {
   double sum_forward_ = 0.0;
   double sum_outside_ = 0.0;
   double sum_fraction_ = 0.0;
+  // [0]: steps of decode tokens only; [1]: steps with a prefill chunk.
+  int64_t kind_steps_[2] = {0, 0};
+  double kind_forward_[2] = {0.0, 0.0};
 };
 
 // Nearest-rank percentile of sorted `v` (0 when empty).
@@ -217,7 +234,7 @@ absl::Status Run(int argc, char** argv) {
                       "backend", "device", "synthetic", "temperature",
                       "top-k", "top-p", "repetition-penalty", "cpu-matmul"},
                      {"json", "tokenizer", "no-cuda-graphs", "cuda-programmatic-launch",
-                      "device-sampling", "no-device-sampling"}));
+                      "device-sampling", "no-device-sampling", "cpu-one-piece"}));
   if (!args.positional().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", args.positional()[0], "'"));
@@ -306,6 +323,7 @@ absl::Status Run(int argc, char** argv) {
   options.num_threads = static_cast<int>(threads);
   ASSIGN_OR_RETURN(options.cpu_matmul_precision,
                    ParseMatMulPrecision(args.GetOr("cpu-matmul", "f32")));
+  options.cpu_step_in_parts = !args.Has("cpu-one-piece");
   options.backend = backend;
   options.cuda_device = static_cast<int>(device);
   options.cuda_graphs = !args.Has("no-cuda-graphs");
@@ -459,6 +477,7 @@ absl::Status Run(int argc, char** argv) {
   out["output_tokens"] = output_tokens;
   out["threads"] = threads;
   out["cpu_matmul"] = MatMulPrecisionName(options.cpu_matmul_precision);
+  out["cpu_step_in_parts"] = options.cpu_step_in_parts;
   out["max_running"] = max_running;
   out["max_tokens_per_step"] = max_tokens_per_step;
   out["seed"] = seed;

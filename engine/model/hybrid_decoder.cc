@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 #include <cmath>
+#include <cstdlib>
 #include <optional>
 #include <set>
 #include <utility>
@@ -410,7 +411,9 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
     wide = std::max({wide, c.linear_conv_dim(), c.linear_value_dim()});
   }
   Step step;
+  step.backend = backend_;
   step.num_tokens = num_tokens;
+  step.step_tokens = num_tokens;
   ASSIGN_OR_RETURN(step.stream, allocate(act, Shape{num_tokens, hidden}));
   ASSIGN_OR_RETURN(step.normed, allocate(act, Shape{num_tokens, hidden}));
   ASSIGN_OR_RETURN(step.update, allocate(act, Shape{num_tokens, hidden}));
@@ -432,26 +435,66 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
                                           Shape{num_sublayers, num_tokens,
                                                 kResidualStatsColumns}));
   }
-  ASSIGN_OR_RETURN(Tensor ids_tensor,
-                   allocate(ElementType::kI32, Shape{num_tokens}));
-  RETURN_IF_ERROR(backend_->CopyFromHost(ids.data(), ids_tensor));
-  RETURN_IF_ERROR(backend_->SetBatchLayout(layout));
+  StepIo io;
+  ASSIGN_OR_RETURN(io.ids, allocate(ElementType::kI32, Shape{num_tokens}));
+  RETURN_IF_ERROR(backend_->CopyFromHost(ids.data(), io.ids));
+
+  const StepInterventions* iv =
+      options.interventions != nullptr && !options.interventions->empty()
+          ? options.interventions
+          : nullptr;
+  // The step in parts (Backend::StepParts): contiguous runs of sequences of
+  // about equal token counts, part p's sequences [part_begin[p],
+  // part_begin[p + 1]). Interventions address rows of the whole step and
+  // copy to and from the host mid-step: those steps run in one piece.
+  const int64_t num_sequences = static_cast<int64_t>(layout.sequences.size());
+  const int num_parts =
+      iv == nullptr
+          ? static_cast<int>(std::clamp<int64_t>(backend_->StepParts(layout), 1,
+                                                 num_sequences))
+          : 1;
+  std::vector<int64_t> part_begin{0};
+  {
+    int64_t done = 0, next = 0;
+    for (int p = 1; p < num_parts; ++p) {
+      const int64_t target = num_tokens * p / num_parts;
+      // At least one sequence a part, and one left for each part after.
+      while (next < num_sequences - (num_parts - p) &&
+             (next == part_begin.back() ||
+              std::abs(done + layout.sequences[next].num_tokens - target) <=
+                  std::abs(done - target))) {
+        done += layout.sequences[next++].num_tokens;
+      }
+      part_begin.push_back(next);
+    }
+    part_begin.push_back(num_sequences);
+  }
 
   ForwardOutput output;
-  // The rows that get logits, uploaded before the step's ops so that a
-  // graph region holds no copy.
-  if (options.logits_for_all_tokens) {
-    for (int64_t t = 0; t < num_tokens; ++t) output.logit_rows.push_back(t);
-  } else {
-    for (const SequenceSlice& s : layout.sequences) {
-      output.logit_rows.push_back(s.token_offset + s.num_tokens - 1);
+  // The rows that get logits, as indexes into their part's rows (into the
+  // step's for a step in one piece), and where each part's logit rows
+  // begin; uploaded before the step's ops so that a graph region holds no
+  // copy.
+  std::vector<int32_t> rows32;
+  std::vector<int64_t> part_first_logit_row;
+  for (int p = 0; p < num_parts; ++p) {
+    part_first_logit_row.push_back(static_cast<int64_t>(output.logit_rows.size()));
+    const int64_t first_row = layout.sequences[part_begin[p]].token_offset;
+    for (int64_t i = part_begin[p]; i < part_begin[p + 1]; ++i) {
+      const SequenceSlice& s = layout.sequences[i];
+      const int64_t from =
+          options.logits_for_all_tokens ? s.token_offset : s.token_offset + s.num_tokens - 1;
+      for (int64_t t = from; t < s.token_offset + s.num_tokens; ++t) {
+        output.logit_rows.push_back(t);
+        rows32.push_back(static_cast<int32_t>(t - first_row));
+      }
     }
   }
   const int64_t num_rows = static_cast<int64_t>(output.logit_rows.size());
-  std::vector<int32_t> rows32(output.logit_rows.begin(), output.logit_rows.end());
-  ASSIGN_OR_RETURN(Tensor rows_tensor, allocate(ElementType::kI32, Shape{num_rows}));
-  RETURN_IF_ERROR(backend_->CopyFromHost(rows32.data(), rows_tensor));
-  ASSIGN_OR_RETURN(Tensor logits,
+  part_first_logit_row.push_back(num_rows);
+  ASSIGN_OR_RETURN(io.rows, allocate(ElementType::kI32, Shape{num_rows}));
+  RETURN_IF_ERROR(backend_->CopyFromHost(rows32.data(), io.rows));
+  ASSIGN_OR_RETURN(io.logits,
                    allocate(ElementType::kF32, Shape{num_rows, c.vocab_size}));
   if (!options.device_choice.empty() &&
       static_cast<int64_t>(options.device_choice.size()) != num_rows) {
@@ -477,8 +520,8 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
   }
   {
     // A row's entries are its own: a backend writes its scratch into them
-    // (TokenHistoryEntry::raw_logit), and on a GPU two rows sharing an
-    // entry would race on it.
+    // (TokenHistoryEntry::raw_logit), and on a GPU (or in the parts of a
+    // step) two rows sharing an entry would race on it.
     std::vector<std::pair<int64_t, size_t>> ranges;  // (begin, row)
     for (size_t r = 0; r < options.token_choices.size(); ++r) {
       if (options.token_choices[r].history_count > 0) {
@@ -504,124 +547,116 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
           c.vocab_size, ")"));
     }
   }
-  const bool device_choice = !options.device_choice.empty();
-  const bool draws = device_choice && !options.token_choices.empty();
-  Tensor ids_chosen, choices, logprobs, history;
+  io.device_choice = !options.device_choice.empty();
+  io.draws = io.device_choice && !options.token_choices.empty();
   bool with_logprobs = false;
   for (const TokenChoice& choice : options.token_choices) {
     with_logprobs = with_logprobs || choice.num_logprobs >= 0;
   }
-  if (device_choice) {
-    ASSIGN_OR_RETURN(ids_chosen, allocate(ElementType::kI32, Shape{num_rows}));
+  if (io.device_choice) {
+    ASSIGN_OR_RETURN(io.ids_chosen, allocate(ElementType::kI32, Shape{num_rows}));
     // Allocated whether or not this step draws, so that the buffers after
     // them keep their places from step to step (and graphs their arguments).
-    ASSIGN_OR_RETURN(choices, allocate(ElementType::kI32,
-                                       Shape{num_rows, kTokenChoiceWords}));
-    ASSIGN_OR_RETURN(logprobs, allocate(ElementType::kI32,
-                                        Shape{num_rows, kTokenLogprobsWords}));
-    ASSIGN_OR_RETURN(history,
+    ASSIGN_OR_RETURN(io.choices, allocate(ElementType::kI32,
+                                          Shape{num_rows, kTokenChoiceWords}));
+    ASSIGN_OR_RETURN(io.logprobs, allocate(ElementType::kI32,
+                                           Shape{num_rows, kTokenLogprobsWords}));
+    ASSIGN_OR_RETURN(io.history,
                      allocate(ElementType::kI32,
                               Shape{std::max<int64_t>(num_history, 1),
                                     kTokenHistoryWords}));
-    if (draws && num_history > 0) {
-      Tensor used = history;
+    if (io.draws && num_history > 0) {
+      Tensor used = io.history;
       used.shape = Shape{num_history, kTokenHistoryWords};
       RETURN_IF_ERROR(backend_->CopyFromHost(options.token_history.data(), used));
     }
-    if (draws) {
-      RETURN_IF_ERROR(backend_->CopyFromHost(options.token_choices.data(), choices));
+    if (io.draws) {
+      RETURN_IF_ERROR(backend_->CopyFromHost(options.token_choices.data(), io.choices));
     }
   }
 
-  const StepInterventions* iv =
-      options.interventions != nullptr && !options.interventions->empty()
-          ? options.interventions
-          : nullptr;
-  // A decode step without interventions is the same work at every step of
-  // its batch size (and context bucket): one graph region, which a backend
-  // with graphs replays (backend.h). Interventions copy to and from the
-  // host mid-step, and prefill shapes vary: those run as plain ops.
-  bool graph_region = iv == nullptr;
-  for (const SequenceSlice& s : layout.sequences) {
-    if (s.num_tokens != 1 || s.first_position == 0) graph_region = false;
-  }
-  if (graph_region) backend_->BeginGraphRegion();
-  backend_->EmbeddingGather(ids_tensor, embed_tokens_, step.stream);
-  if (iv != nullptr) {
-    RETURN_IF_ERROR(ApplyInterventions(*iv, -1, step, &output));
-  }
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  // Without interventions (which act on the stream between a sublayer's
-  // add and the next one's norm), each add is fused with the next norm.
-  bool normed_ready = false;
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    const Layer& layer = layers_[l];
-    for (int sub = 0; sub < 2; ++sub) {
-      const bool is_ffn = sub == 1;
-      if (!normed_ready) {
-        backend_->RmsNorm(step.stream,
-                          is_ffn ? layer.post_attention_layernorm
-                                 : layer.input_layernorm,
-                          eps, step.normed);
-      }
-      normed_ready = false;
-      if (is_ffn) {
-        RunMlp(layer, step);
-      } else if (layer.kind == LayerKind::kLinearAttention) {
-        RunLinearAttention(layer, step);
-      } else {
-        RunAttention(layer, step);
-      }
-      Tensor stats;
-      if (options.residual_stats) {
-        stats = Rows(step.stats, 2 * l + sub, 1);
-        stats.shape = Shape{num_tokens, kResidualStatsColumns};
-      }
-      const int sublayer = static_cast<int>(2 * l + sub);
-      if (iv != nullptr) {
-        for (const StepInterventions::Skip& skip : iv->skips) {
-          if (skip.sublayer == sublayer) {
-            backend_->ZeroRows(step.update, skip.row_begin, skip.row_end);
-          }
-        }
-      }
-      const Tensor* next_norm =
-          sub == 0 ? &layer.post_attention_layernorm
-          : l + 1 < c.num_hidden_layers ? &layers_[l + 1].input_layernorm
-                                        : nullptr;
-      if (iv == nullptr && next_norm != nullptr) {
-        backend_->ResidualAddRmsNorm(step.stream, step.update, stats,
-                                     *next_norm, eps, step.normed);
-        normed_ready = true;
-      } else {
-        backend_->ResidualAdd(step.stream, step.update, stats);
-      }
-      if (iv != nullptr) {
-        RETURN_IF_ERROR(ApplyInterventions(*iv, sublayer, step, &output));
+  if (num_parts == 1) {
+    RETURN_IF_ERROR(backend_->SetBatchLayout(layout));
+    // A decode step without interventions is the same work at every step of
+    // its batch size (and context bucket): one graph region, which a backend
+    // with graphs replays (backend.h). Interventions copy to and from the
+    // host mid-step, and prefill shapes vary: those run as plain ops.
+    bool graph_region = iv == nullptr;
+    for (const SequenceSlice& s : layout.sequences) {
+      if (s.num_tokens != 1 || s.first_position == 0) graph_region = false;
+    }
+    if (graph_region) backend_->BeginGraphRegion();
+    RETURN_IF_ERROR(RunStep(step, io, options, iv, &output));
+    if (graph_region) RETURN_IF_ERROR(backend_->EndGraphRegion());
+  } else {
+    // Each part: its sequences' layout from row 0, its rows of every buffer
+    // (a buffer of [T, w] for some w holds [n, w] from row r at r · w), its
+    // logit rows.
+    std::vector<BatchLayout> part_layouts(static_cast<size_t>(num_parts));
+    for (int p = 0; p < num_parts; ++p) {
+      const int64_t first_row = layout.sequences[part_begin[p]].token_offset;
+      for (int64_t i = part_begin[p]; i < part_begin[p + 1]; ++i) {
+        SequenceSlice s = layout.sequences[i];
+        s.token_offset -= first_row;
+        part_layouts[p].sequences.push_back(std::move(s));
       }
     }
+    RETURN_IF_ERROR(backend_->RunInParts(
+        num_parts, [&](int p, Backend& part_backend) -> absl::Status {
+          const BatchLayout& part_layout = part_layouts[p];
+          RETURN_IF_ERROR(part_backend.SetBatchLayout(part_layout));
+          const int64_t r = layout.sequences[part_begin[p]].token_offset;
+          const int64_t n = part_layout.num_tokens();
+          auto rows_of = [&](const Tensor& t) {
+            return t.data == nullptr ? t : Rows(t, r, n);
+          };
+          Step part;
+          part.backend = &part_backend;
+          part.num_tokens = n;
+          part.first_row = r;
+          part.step_tokens = num_tokens;
+          part.stream = rows_of(step.stream);
+          part.normed = rows_of(step.normed);
+          part.update = rows_of(step.update);
+          part.wide_a = rows_of(step.wide_a);
+          part.wide_b = rows_of(step.wide_b);
+          part.wide_c = rows_of(step.wide_c);
+          part.small_a = rows_of(step.small_a);
+          part.small_b = rows_of(step.small_b);
+          part.small_c = rows_of(step.small_c);
+          part.small_d = rows_of(step.small_d);
+          part.small_e = rows_of(step.small_e);
+          // gates [2T, Hv] as g then beta: the part's g and beta side by side in
+          // its 2n rows.
+          if (step.gates.data != nullptr) part.gates = Rows(step.gates, 2 * r, 2 * n);
+          part.stats = step.stats;
+          const int64_t lr = part_first_logit_row[p];
+          const int64_t ln = part_first_logit_row[p + 1] - lr;
+          auto logit_rows_of = [&](const Tensor& t) {
+            return t.data == nullptr ? t : Rows(t, lr, ln);
+          };
+          StepIo part_io = io;
+          part_io.ids = Rows(io.ids, r, n);
+          part_io.rows = Rows(io.rows, lr, ln);
+          part_io.logits = Rows(io.logits, lr, ln);
+          part_io.ids_chosen = logit_rows_of(io.ids_chosen);
+          part_io.choices = logit_rows_of(io.choices);
+          part_io.logprobs = logit_rows_of(io.logprobs);
+          return RunStep(part, part_io, options, nullptr, nullptr);
+        }));
   }
-
-  Tensor selected = View(step.normed, Shape{num_rows, hidden});
-  backend_->GatherRows(step.stream, rows_tensor, selected);
-  backend_->RmsNorm(selected, final_norm_, eps, selected);
-  backend_->MatMul(selected, lm_head_, logits);
-  if (draws) {
-    backend_->ChooseTokens(logits, choices, history, ids_chosen, logprobs);
-  } else if (device_choice) {
-    backend_->ArgMaxRows(logits, ids_chosen);
-  }
-  if (graph_region) RETURN_IF_ERROR(backend_->EndGraphRegion());
+  const Tensor& logits = io.logits;
+  const bool device_choice = io.device_choice;
 
   if (!device_choice) {
     output.logits.resize(static_cast<size_t>(num_rows * c.vocab_size));
     RETURN_IF_ERROR(backend_->CopyToHost(logits, output.logits.data()));
   } else {
     output.device_ids.resize(static_cast<size_t>(num_rows));
-    RETURN_IF_ERROR(backend_->CopyToHost(ids_chosen, output.device_ids.data()));
+    RETURN_IF_ERROR(backend_->CopyToHost(io.ids_chosen, output.device_ids.data()));
     if (with_logprobs) {
       output.device_logprobs.resize(static_cast<size_t>(num_rows));
-      RETURN_IF_ERROR(backend_->CopyToHost(logprobs, output.device_logprobs.data()));
+      RETURN_IF_ERROR(backend_->CopyToHost(io.logprobs, output.device_logprobs.data()));
     }
     int64_t kept = 0;
     for (int64_t r = 0; r < num_rows; ++r) kept += options.device_choice[r] ? 0 : 1;
@@ -650,6 +685,87 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
   return output;
 }
 
+absl::Status HybridDecoder::RunStep(Step& step, const StepIo& io,
+                                    const ForwardOptions& options,
+                                    const StepInterventions* iv,
+                                    ForwardOutput* output) {
+  const ModelConfig& c = *config_;
+  Backend& backend = *step.backend;
+  backend.EmbeddingGather(io.ids, embed_tokens_, step.stream);
+  if (iv != nullptr) {
+    RETURN_IF_ERROR(ApplyInterventions(*iv, -1, step, output));
+  }
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  // Without interventions (which act on the stream between a sublayer's
+  // add and the next one's norm), each add is fused with the next norm.
+  bool normed_ready = false;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const Layer& layer = layers_[l];
+    for (int sub = 0; sub < 2; ++sub) {
+      const bool is_ffn = sub == 1;
+      if (!normed_ready) {
+        backend.RmsNorm(step.stream,
+                        is_ffn ? layer.post_attention_layernorm
+                               : layer.input_layernorm,
+                        eps, step.normed);
+      }
+      normed_ready = false;
+      if (is_ffn) {
+        RunMlp(layer, step);
+      } else if (layer.kind == LayerKind::kLinearAttention) {
+        RunLinearAttention(layer, step);
+      } else {
+        RunAttention(layer, step);
+      }
+      const int sublayer = static_cast<int>(2 * l + sub);
+      const Tensor stats = options.residual_stats ? SublayerStats(step, sublayer)
+                                                  : Tensor{};
+      if (iv != nullptr) {
+        for (const StepInterventions::Skip& skip : iv->skips) {
+          if (skip.sublayer == sublayer) {
+            backend.ZeroRows(step.update, skip.row_begin, skip.row_end);
+          }
+        }
+      }
+      const Tensor* next_norm =
+          sub == 0 ? &layer.post_attention_layernorm
+          : l + 1 < c.num_hidden_layers ? &layers_[l + 1].input_layernorm
+                                        : nullptr;
+      if (iv == nullptr && next_norm != nullptr) {
+        backend.ResidualAddRmsNorm(step.stream, step.update, stats, *next_norm,
+                                   eps, step.normed);
+        normed_ready = true;
+      } else {
+        backend.ResidualAdd(step.stream, step.update, stats);
+      }
+      if (iv != nullptr) {
+        RETURN_IF_ERROR(ApplyInterventions(*iv, sublayer, step, output));
+      }
+    }
+  }
+
+  // The logit rows' final norm into the normed buffer (free again), then
+  // the LM head.
+  Tensor selected = View(step.normed, Shape{io.rows.num_elements(), c.hidden_size});
+  backend.GatherRows(step.stream, io.rows, selected);
+  backend.RmsNorm(selected, final_norm_, eps, selected);
+  backend.MatMul(selected, lm_head_, io.logits);
+  if (io.draws) {
+    backend.ChooseTokens(io.logits, io.choices, io.history, io.ids_chosen,
+                         io.logprobs);
+  } else if (io.device_choice) {
+    backend.ArgMaxRows(io.logits, io.ids_chosen);
+  }
+  return absl::OkStatus();
+}
+
+Tensor HybridDecoder::SublayerStats(const Step& step, int64_t sublayer) {
+  if (step.stats.data == nullptr) return Tensor{};
+  Tensor all_rows = Rows(step.stats, sublayer, 1);
+  all_rows.shape = Shape{step.step_tokens, kResidualStatsColumns};
+  return Rows(all_rows, step.first_row, step.num_tokens);
+}
+
 void HybridDecoder::RunLinearAttention(const Layer& layer, Step& step) {
   const ModelConfig& c = *config_;
   const LinearLayer& w = layer.linear;
@@ -663,11 +779,11 @@ void HybridDecoder::RunLinearAttention(const Layer& layer, Step& step) {
   Tensor z = View(step.wide_c, Shape{t, value_dim});
   Tensor b = View(step.small_a, Shape{t, hv});
   Tensor a = View(step.small_b, Shape{t, hv});
-  backend_->MatMuls(step.normed, {{&w.in_proj_qkv, &mixed},
+  step.backend->MatMuls(step.normed, {{&w.in_proj_qkv, &mixed},
                                    {&w.in_proj_z, &z},
                                    {&w.in_proj_b, &b},
                                    {&w.in_proj_a, &a}});
-  backend_->CausalConv1dSilu(mixed, w.conv1d, w.window_pool, conv_out);
+  step.backend->CausalConv1dSilu(mixed, w.conv1d, w.window_pool, conv_out);
 
   // The split q, k, v (mixed is free again: reuse it) and the gates, for a
   // backend that runs the core op by op.
@@ -679,12 +795,12 @@ void HybridDecoder::RunLinearAttention(const Layer& layer, Step& step) {
   scratch.beta = Rows(step.gates, t, t);
   // Apart from every input: a fused backend reads them while it writes.
   Tensor core = View(step.small_e, Shape{t, hv, dv});
-  backend_->GatedDeltaNet(conv_out, a, b, w.a_log, w.dt_bias, scratch,
+  step.backend->GatedDeltaNet(conv_out, a, b, w.a_log, w.dt_bias, scratch,
                           w.state_pool, core);
   Tensor gated = View(step.small_b, Shape{t, value_dim});
-  backend_->GatedRmsNorm(core, z, w.norm, static_cast<float>(c.rms_norm_eps),
+  step.backend->GatedRmsNorm(core, z, w.norm, static_cast<float>(c.rms_norm_eps),
                          gated);
-  backend_->MatMul(gated, w.out_proj, step.update);
+  step.backend->MatMul(gated, w.out_proj, step.update);
 }
 
 void HybridDecoder::RunAttention(const Layer& layer, Step& step) {
@@ -698,28 +814,28 @@ void HybridDecoder::RunAttention(const Layer& layer, Step& step) {
   Tensor q_and_gate = View(step.wide_a, Shape{t, c.q_proj_rows()});
   Tensor k = View(step.wide_b, Shape{t, c.kv_proj_rows()});
   Tensor v = View(step.wide_c, Shape{t, c.kv_proj_rows()});
-  backend_->MatMuls(step.normed,
+  step.backend->MatMuls(step.normed,
                     {{&w.q_proj, &q_and_gate}, {&w.k_proj, &k}, {&w.v_proj, &v}});
   // Per head of q_and_gate: d query rows, then d gate rows (model-spec §3.1).
   Tensor q = View(step.small_a, Shape{t, heads, d});
   Tensor gate = View(step.small_b, Shape{t, heads, d});
-  backend_->AttentionInputs(q_and_gate, View(k, Shape{t, kv_heads, d}),
+  step.backend->AttentionInputs(q_and_gate, View(k, Shape{t, kv_heads, d}),
                             View(v, Shape{t, kv_heads, d}), w.q_norm, w.k_norm,
                             eps, c.rotary_dim(), static_cast<float>(c.rope_theta),
                             q, gate, w.k_pool, w.v_pool);
   Tensor attended = View(step.small_c, Shape{t, heads, d});
-  backend_->PagedAttention(q, w.k_pool, w.v_pool,
+  step.backend->PagedAttention(q, w.k_pool, w.v_pool,
                            static_cast<float>(c.attention_scale()), attended);
-  backend_->SigmoidGate(attended, gate);
-  backend_->MatMul(View(attended, Shape{t, heads * d}), w.o_proj, step.update);
+  step.backend->SigmoidGate(attended, gate);
+  step.backend->MatMul(View(attended, Shape{t, heads * d}), w.o_proj, step.update);
 }
 
 void HybridDecoder::RunMlp(const Layer& layer, Step& step) {
   const int64_t t = step.num_tokens;
   Tensor gate = View(step.wide_a, Shape{t, config_->intermediate_size});
   Tensor up = View(step.wide_b, Shape{t, config_->intermediate_size});
-  backend_->GateUpSwiGlu(step.normed, layer.gate_proj, layer.up_proj, gate, up, gate);
-  backend_->MatMul(gate, layer.down_proj, step.update);
+  step.backend->GateUpSwiGlu(step.normed, layer.gate_proj, layer.up_proj, gate, up, gate);
+  step.backend->MatMul(gate, layer.down_proj, step.update);
 }
 
 }  // namespace tributary

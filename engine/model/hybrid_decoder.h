@@ -139,6 +139,7 @@ class HybridDecoder {
   struct LinearLayer;
   struct Layer;
   struct Step;
+  struct StepIo;
 
   HybridDecoder(const ModelConfig& config, Backend* backend,
                 const CacheConfig& cache_config);
@@ -160,6 +161,15 @@ class HybridDecoder {
   absl::StatusOr<Tensor> Import(const TensorView& view, const Shape& shape,
                                 WeightRole role);
 
+  // The embedding, every layer, and the logits (or device choices) of the
+  // logit rows: the whole forward of `step` (its backend's batch layout
+  // set), on step.backend. `iv` only for a step in one piece.
+  absl::Status RunStep(Step& step, const StepIo& io,
+                       const ForwardOptions& options,
+                       const StepInterventions* iv, ForwardOutput* output);
+  // The residual statistics of `sublayer` for the step's (or part's) rows:
+  // [num_tokens, columns]; empty when they are off.
+  static Tensor SublayerStats(const Step& step, int64_t sublayer);
   void RunLinearAttention(const Layer& layer, Step& step);
   void RunAttention(const Layer& layer, Step& step);
   void RunMlp(const Layer& layer, Step& step);

@@ -13,10 +13,18 @@
 
 namespace tributary {
 
+// The activations of a step, or of one part of a step (Backend::RunInParts):
+// a part's buffers are its rows of the whole step's.
 struct HybridDecoder::Step {
+  // The backend the ops run on: the decoder's, or a part's.
+  Backend* backend = nullptr;
   int64_t num_tokens = 0;
+  // This part's first row in the whole step, and the whole step's tokens
+  // (0 and num_tokens for a step in one piece).
+  int64_t first_row = 0;
+  int64_t step_tokens = 0;
   Tensor stream, normed, update;
-  Tensor stats;  // [2L, T, columns] or empty
+  Tensor stats;  // the whole step's [2L, step_tokens, columns], or empty
   // Scratch shared by the layers (sized for the largest use).
   Tensor wide_a, wide_b, wide_c;  // [T, max projection width]
   Tensor small_a, small_b, small_c, small_d, small_e;
@@ -28,6 +36,18 @@ struct HybridDecoder::Step {
   // host vectors already uploaded this step.
   size_t next_intervention_buffer = 0;
   std::unordered_map<const std::vector<float>*, Tensor> uploaded;
+};
+
+// What a step (or a part) reads and writes besides its activations: the
+// token ids [T], and for its logit rows (rows of the step or part, in
+// order) their indexes [R] into its stream, the logits [R, vocab], and with
+// device choices the chosen ids [R], the choices [R, words], the logprobs
+// [R, words] and the whole step's history entries.
+struct HybridDecoder::StepIo {
+  Tensor ids, rows, logits;
+  Tensor ids_chosen, choices, logprobs, history;
+  bool device_choice = false;  // ArgMaxRows, or ChooseTokens with draws
+  bool draws = false;
 };
 
 }  // namespace tributary

@@ -58,8 +58,52 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
   if (threads == 0) {
     threads = std::max(1u, std::thread::hardware_concurrency());
   }
-  return std::unique_ptr<CpuBackend>(new CpuBackend(
+  std::unique_ptr<CpuBackend> backend(new CpuBackend(
       threads, options.matmul_precision, options.delta_rule_form));
+  if (options.step_in_parts && threads > 1) {
+    for (int p = 0; p < threads; ++p) {
+      backend->parts_.emplace_back(new CpuBackend(
+          1, options.matmul_precision, options.delta_rule_form));
+      backend->parts_.back()->packed_ = &backend->bf16_pairs_;
+    }
+  }
+  return backend;
+}
+
+int64_t CpuBackend::unprepared_bf16_matmuls() const {
+  int64_t n = unprepared_bf16_matmuls_;
+  for (const auto& part : parts_) n += part->unprepared_bf16_matmuls_;
+  return n;
+}
+
+int CpuBackend::StepParts(const BatchLayout& layout) const {
+  if (parts_.empty() || layout.sequences.size() < 2) return 1;
+  return static_cast<int>(std::min(parts_.size(), layout.sequences.size()));
+}
+
+absl::Status CpuBackend::RunInParts(
+    int parts, absl::FunctionRef<absl::Status(int, Backend&)> body) {
+  if (parts <= 1) return Backend::RunInParts(parts, body);
+  if (parts > static_cast<int>(parts_.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RunInParts: ", parts, " parts, but this backend runs at most ",
+        std::max<size_t>(parts_.size(), 1), " (StepParts)"));
+  }
+  std::vector<absl::Status> status(static_cast<size_t>(parts));
+  // One chunk a part: whichever thread is free takes the next part, so a
+  // late worker delays the step by at most its own part.
+  pool_->ParallelFor(
+      parts,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t p = begin; p < end; ++p) {
+          status[p] = body(static_cast<int>(p), *parts_[p]);
+        }
+      },
+      parts);
+  for (absl::Status& s : status) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 CpuBackend::~CpuBackend() {

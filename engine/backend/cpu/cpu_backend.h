@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <unordered_set>
+#include <vector>
 
 #include "engine/backend/backend.h"
 #include "engine/backend/cpu/delta_rule.h"
@@ -31,6 +32,13 @@ struct CpuBackendOptions {
   // one by default, or transformers' choice (to test the chunked form on
   // models whose small heads would take the recurrent one).
   DeltaRuleForm delta_rule_form = DeltaRuleForm::kFastest;
+  // Whether a step of several sequences runs in parts (Backend::StepParts),
+  // one per thread, each part's ops on its thread alone: no hand-over or
+  // join between ops, and no op left to one thread while the others wait.
+  // Each thread then reads every weight, which costs where the weights come
+  // from memory rather than a cache they share (bench/README.md, "A step in
+  // parts"). The results are the same bits either way.
+  bool step_in_parts = true;
 };
 
 class CpuBackend final : public Backend {
@@ -45,11 +53,19 @@ class CpuBackend final : public Backend {
     return stored;
   }
   int num_threads() const { return pool_->num_threads(); }
+  // With step_in_parts and more than one thread: one part per thread, up to
+  // one per sequence; otherwise 1.
+  int StepParts(const BatchLayout& layout) const override;
+  // Part p runs on a one-thread backend of its own (parts ≤ num_threads()),
+  // the parts claimed by the pool's threads as any job's chunks are.
+  absl::Status RunInParts(
+      int parts,
+      absl::FunctionRef<absl::Status(int part, Backend& backend)> body) override;
   MatMulPrecision matmul_precision() const { return matmul_precision_; }
   // Products on a bf16 matrix PrepareMatMulWeight had not packed (bf16
   // products pack it for that call alone; f32 products take the stored
   // rows' order): 0 for a model whose loader prepares every matmul weight.
-  int64_t unprepared_bf16_matmuls() const { return unprepared_bf16_matmuls_; }
+  int64_t unprepared_bf16_matmuls() const;
 
   absl::StatusOr<Tensor> Allocate(ElementType type,
                                   const Shape& shape) override;
@@ -116,6 +132,10 @@ class CpuBackend final : public Backend {
              DeltaRuleForm delta_rule_form);
 
   std::unique_ptr<ThreadPool> pool_;
+  // The one-thread backends that run a step's parts ([num_threads] with
+  // step_in_parts and more than one thread, else empty). They read this
+  // backend's packed weights (packed_) and allocate nothing.
+  std::vector<std::unique_ptr<CpuBackend>> parts_;
   const MatMulPrecision matmul_precision_;
   const DeltaRuleForm delta_rule_form_;
   BatchLayout layout_;
@@ -124,10 +144,13 @@ class CpuBackend final : public Backend {
   // The allocations that hold weights packed by PrepareMatMulWeight (a
   // subset of allocations_): MatMul reads them as WeightLayout::kBf16Pairs.
   std::unordered_set<const void*> bf16_pairs_;
+  // The set MatMul looks packed weights up in: bf16_pairs_, or a part's
+  // owner's.
+  const std::unordered_set<const void*>* packed_ = &bf16_pairs_;
 
   // Counts the products on an unprepared bf16 matrix.
   WeightLayout LayoutOf(const Tensor& w) {
-    if (bf16_pairs_.count(w.data) != 0) return WeightLayout::kBf16Pairs;
+    if (packed_->count(w.data) != 0) return WeightLayout::kBf16Pairs;
     if (w.type == ElementType::kBF16) ++unprepared_bf16_matmuls_;
     return WeightLayout::kRows;
   }
