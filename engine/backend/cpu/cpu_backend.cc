@@ -413,8 +413,13 @@ void CpuBackend::GatedDeltaRule(const Tensor& q, const Tensor& k,
       units,
       [&](int worker, int64_t begin, int64_t end) {
         void* scratch = pool_->WorkerScratch(worker, scratch_bytes);
-        for (int64_t u = begin; u < end; ++u) {
-          GatedDeltaRuleHead(calls[u / hv], u % hv, scratch);
+        // The units of one sequence together (GatedDeltaRuleHeads groups
+        // its heads).
+        for (int64_t u = begin; u < end;) {
+          const int64_t c = u / hv;
+          const int64_t stop = std::min(end, (c + 1) * hv);
+          GatedDeltaRuleHeads(calls[c], u - c * hv, stop - c * hv, scratch);
+          u = stop;
         }
       },
       MaxChunksFor(macs));

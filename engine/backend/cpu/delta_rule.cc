@@ -55,7 +55,8 @@ ScratchLayout MakeLayout(const reference::DeltaRuleDims& dims, int64_t c) {
 
 int64_t RecurrentScratchFloats(const reference::DeltaRuleDims& dims) {
   const int64_t dvp = RoundUp16(dims.value_dim);
-  return dims.key_dim * dvp + 2 * dvp;
+  // RecurrentHead's, or a group of RecurrentHeads' (2 · H · dv = 256).
+  return std::max(dims.key_dim * dvp + 2 * dvp, int64_t{256});
 }
 
 }  // namespace
@@ -99,6 +100,11 @@ size_t DeltaRuleScratchBytes(const DeltaRuleCall& call) {
 
 void GatedDeltaRuleHead(const DeltaRuleCall& call, int64_t head, void* scratch,
                         MatMulIsa isa) {
+  GatedDeltaRuleHeads(call, head, head + 1, scratch, isa);
+}
+
+void GatedDeltaRuleHeads(const DeltaRuleCall& call, int64_t head_begin,
+                         int64_t head_end, void* scratch, MatMulIsa isa) {
   namespace dri = delta_rule_internal;
   if (call.dims.num_tokens <= 0) return;
   // Fast-forgetting heads drive the decays into subnormals: the chunked
@@ -108,32 +114,39 @@ void GatedDeltaRuleHead(const DeltaRuleCall& call, int64_t head, void* scratch,
   const ScopedFlushDenormals flush_denormals;
   float* s = static_cast<float*>(scratch);
   const DeltaRuleCall& c = call;
+  const int64_t b = head_begin, e = head_end;
   switch (ResolveMatMulIsa(isa)) {
     case MatMulIsa::kAvx512:
       if (c.recurrent) {
-        dri::avx512::RecurrentHead(c.dims, c.q, c.k, c.v, c.g, c.beta, c.state,
-                                   c.out, head, s);
+        dri::avx512::RecurrentHeadRange(c.dims, c.q, c.k, c.v, c.g, c.beta,
+                                        c.state, c.out, b, e, s);
       } else {
-        dri::avx512::ChunkedHead(c.dims, c.chunk_size, c.q, c.k, c.v, c.g,
-                                 c.beta, c.state, c.out, head, s);
+        for (int64_t h = b; h < e; ++h) {
+          dri::avx512::ChunkedHead(c.dims, c.chunk_size, c.q, c.k, c.v, c.g,
+                                   c.beta, c.state, c.out, h, s);
+        }
       }
       return;
     case MatMulIsa::kAvx2:
       if (c.recurrent) {
-        dri::avx2::RecurrentHead(c.dims, c.q, c.k, c.v, c.g, c.beta, c.state,
-                                 c.out, head, s);
+        dri::avx2::RecurrentHeadRange(c.dims, c.q, c.k, c.v, c.g, c.beta,
+                                      c.state, c.out, b, e, s);
       } else {
-        dri::avx2::ChunkedHead(c.dims, c.chunk_size, c.q, c.k, c.v, c.g, c.beta,
-                               c.state, c.out, head, s);
+        for (int64_t h = b; h < e; ++h) {
+          dri::avx2::ChunkedHead(c.dims, c.chunk_size, c.q, c.k, c.v, c.g,
+                                 c.beta, c.state, c.out, h, s);
+        }
       }
       return;
     default:
       if (c.recurrent) {
-        dri::portable::RecurrentHead(c.dims, c.q, c.k, c.v, c.g, c.beta,
-                                     c.state, c.out, head, s);
+        dri::portable::RecurrentHeadRange(c.dims, c.q, c.k, c.v, c.g, c.beta,
+                                          c.state, c.out, b, e, s);
       } else {
-        dri::portable::ChunkedHead(c.dims, c.chunk_size, c.q, c.k, c.v, c.g,
-                                   c.beta, c.state, c.out, head, s);
+        for (int64_t h = b; h < e; ++h) {
+          dri::portable::ChunkedHead(c.dims, c.chunk_size, c.q, c.k, c.v, c.g,
+                                     c.beta, c.state, c.out, h, s);
+        }
       }
       return;
   }
@@ -149,16 +162,12 @@ void GatedDeltaRule(const DeltaRuleCall& call, ThreadPool* pool,
     };
     std::unique_ptr<void, Free> scratch(
         std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64));
-    for (int64_t h = 0; h < heads; ++h) {
-      GatedDeltaRuleHead(call, h, scratch.get(), isa);
-    }
+    GatedDeltaRuleHeads(call, 0, heads, scratch.get(), isa);
     return;
   }
   pool->ParallelForWorker(heads, [&](int worker, int64_t begin, int64_t end) {
-    void* scratch = pool->WorkerScratch(worker, bytes);
-    for (int64_t h = begin; h < end; ++h) {
-      GatedDeltaRuleHead(call, h, scratch, isa);
-    }
+    GatedDeltaRuleHeads(call, begin, end, pool->WorkerScratch(worker, bytes),
+                        isa);
   });
 }
 

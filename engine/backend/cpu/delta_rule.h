@@ -84,6 +84,12 @@ size_t DeltaRuleScratchBytes(const DeltaRuleCall& call);
 // call.
 void GatedDeltaRuleHead(const DeltaRuleCall& call, int64_t head, void* scratch,
                         MatMulIsa isa = MatMulIsa::kAuto);
+// Value heads [head_begin, head_end) of `call`, one after another; the
+// recurrent form runs several heads at once where their shape allows it
+// (the same bits as one by one, their latency chains interleaved).
+void GatedDeltaRuleHeads(const DeltaRuleCall& call, int64_t head_begin,
+                         int64_t head_end, void* scratch,
+                         MatMulIsa isa = MatMulIsa::kAuto);
 
 // All heads of one call, split over `pool` (static partition of the value
 // heads; null: on the calling thread).

@@ -152,6 +152,53 @@ TEST(DeltaRuleFastTest, SameBitsForAnyThreadCount) {
   }
 }
 
+// The recurrent form runs value heads in groups (RecurrentHeads, dv 16, 32
+// or 64): each head's bits are those of the head run alone, on every path,
+// for ranges that start inside a group and end with heads left over.
+TEST(DeltaRuleFastTest, HeadsInGroupsGiveTheBitsOfOneByOne) {
+  const Shape shapes[] = {{2, 10, 24, 16}, {2, 6, 32, 32}, {1, 5, 40, 64},
+                          {2, 4, 32, 48}};
+  uint32_t seed = 300;
+  for (const Shape& sh : shapes) {
+    for (int64_t tokens : {1, 7}) {
+      const Inputs in = MakeInputs(tokens, sh.hk, sh.hv, sh.dk, sh.dv, seed++);
+      for (MatMulIsa isa : Paths()) {
+        const std::string what = "T=" + std::to_string(tokens) +
+                                 " hv=" + std::to_string(sh.hv) +
+                                 " dv=" + std::to_string(sh.dv) + " " +
+                                 MatMulIsaName(isa);
+        DeltaRuleCall call;
+        call.dims = in.dims;
+        call.chunk_size = 64;
+        call.q = in.q.data();
+        call.k = in.k.data();
+        call.v = in.v.data();
+        call.g = in.g.data();
+        call.beta = in.beta.data();
+        call.recurrent = true;
+        std::vector<float> scratch(DeltaRuleScratchBytes(call) / sizeof(float) + 16);
+        const size_t out_size =
+            static_cast<size_t>(tokens * sh.hv * sh.dv);
+        std::vector<float> one_out(out_size, -7.0f), one_state = in.state;
+        call.out = one_out.data();
+        call.state = one_state.data();
+        for (int64_t h = 0; h < sh.hv; ++h) {
+          GatedDeltaRuleHead(call, h, scratch.data(), isa);
+        }
+        for (int64_t begin : {int64_t{0}, int64_t{1}}) {
+          std::vector<float> out(out_size, -7.0f), state = in.state;
+          call.out = out.data();
+          call.state = state.data();
+          if (begin > 0) GatedDeltaRuleHeads(call, 0, begin, scratch.data(), isa);
+          GatedDeltaRuleHeads(call, begin, sh.hv, scratch.data(), isa);
+          EXPECT_EQ(out, one_out) << what << " from head " << begin;
+          EXPECT_EQ(state, one_state) << what << " from head " << begin;
+        }
+      }
+    }
+  }
+}
+
 TEST(DeltaRuleFastTest, StrongDecayStaysFinite) {
   Inputs in = MakeInputs(130, 1, 2, 32, 32, 5);
   for (float& g : in.g) g *= 20.0f;  // G down to about −5000 within a chunk
