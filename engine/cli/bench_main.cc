@@ -141,6 +141,14 @@ class BenchSink : public TokenSink {
 };
 
 // Sums of the per-step statistics.
+// Nearest-rank percentile of sorted `v` (0 when empty).
+double Percentile(const std::vector<double>& v, double p) {
+  if (v.empty()) return 0.0;
+  const double rank = std::ceil(p / 100.0 * static_cast<double>(v.size()));
+  const size_t i = static_cast<size_t>(std::max(1.0, rank)) - 1;
+  return v[std::min(i, v.size() - 1)];
+}
+
 class BenchObserver : public EngineObserver {
  public:
   void OnStep(const StepStats& stats) override {
@@ -158,6 +166,7 @@ class BenchObserver : public EngineObserver {
     const int kind = stats.num_tokens == stats.num_sequences ? 0 : 1;
     ++kind_steps_[kind];
     kind_forward_[kind] += stats.forward_seconds;
+    kind_forward_all_[kind].push_back(stats.forward_seconds);
   }
   void Reset() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -165,6 +174,8 @@ class BenchObserver : public EngineObserver {
     sum_step_ = sum_forward_ = sum_outside_ = sum_fraction_ = 0.0;
     kind_steps_[0] = kind_steps_[1] = 0;
     kind_forward_[0] = kind_forward_[1] = 0.0;
+    kind_forward_all_[0].clear();
+    kind_forward_all_[1].clear();
   }
   Json Summary() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -185,6 +196,11 @@ class BenchObserver : public EngineObserver {
     for (int k = 0; k < 2; ++k) {
       out[absl::StrCat(kinds[k], "_steps")] = kind_steps_[k];
       out[absl::StrCat(kinds[k], "_forward_seconds")] = kind_forward_[k];
+      std::vector<double> sorted = kind_forward_all_[k];
+      std::sort(sorted.begin(), sorted.end());
+      out[absl::StrCat(kinds[k], "_forward_ms_p10_p50_p90")] = {
+          1e3 * Percentile(sorted, 10), 1e3 * Percentile(sorted, 50),
+          1e3 * Percentile(sorted, 90)};
     }
     return out;
   }
@@ -201,15 +217,9 @@ class BenchObserver : public EngineObserver {
   // [0]: steps of decode tokens only; [1]: steps with a prefill chunk.
   int64_t kind_steps_[2] = {0, 0};
   double kind_forward_[2] = {0.0, 0.0};
+  std::vector<double> kind_forward_all_[2];
 };
 
-// Nearest-rank percentile of sorted `v` (0 when empty).
-double Percentile(const std::vector<double>& v, double p) {
-  if (v.empty()) return 0.0;
-  const double rank = std::ceil(p / 100.0 * static_cast<double>(v.size()));
-  const size_t i = static_cast<size_t>(std::max(1.0, rank)) - 1;
-  return v[std::min(i, v.size() - 1)];
-}
 
 Json Percentiles(std::vector<double> v) {
   std::sort(v.begin(), v.end());
