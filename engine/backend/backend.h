@@ -137,7 +137,8 @@ class Backend {
   // graph regions. Returns when every part is done: the first non-OK status
   // of a part (by part order), else OK. The default runs the parts one after
   // another on this backend itself, in issue order, which is correct on any
-  // backend.
+  // backend; a backend that splits may refuse more parts than StepParts
+  // gives.
   virtual absl::Status RunInParts(
       int parts, absl::FunctionRef<absl::Status(int part, Backend& backend)> body) {
     absl::Status first;

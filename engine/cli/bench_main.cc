@@ -140,7 +140,6 @@ class BenchSink : public TokenSink {
   Completions* completions_;
 };
 
-// Sums of the per-step statistics.
 // Nearest-rank percentile of sorted `v` (0 when empty).
 double Percentile(const std::vector<double>& v, double p) {
   if (v.empty()) return 0.0;
@@ -149,6 +148,7 @@ double Percentile(const std::vector<double>& v, double p) {
   return v[std::min(i, v.size() - 1)];
 }
 
+// Sums of the per-step statistics.
 class BenchObserver : public EngineObserver {
  public:
   void OnStep(const StepStats& stats) override {
@@ -219,7 +219,6 @@ class BenchObserver : public EngineObserver {
   double kind_forward_[2] = {0.0, 0.0};
   std::vector<double> kind_forward_all_[2];
 };
-
 
 Json Percentiles(std::vector<double> v) {
   std::sort(v.begin(), v.end());

@@ -461,7 +461,7 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
       // At least one sequence a part, and one left for each part after.
       while (next < num_sequences - (num_parts - p) &&
              (next == part_begin.back() ||
-              std::abs(done + layout.sequences[next].num_tokens - target) <=
+              std::abs(done + layout.sequences[next].num_tokens - target) <
                   std::abs(done - target))) {
         done += layout.sequences[next++].num_tokens;
       }
@@ -575,8 +575,10 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
     }
   }
 
+  // The whole step's layout, for the parts' backends' owner too: nothing
+  // it runs after the parts may see an earlier step's.
+  RETURN_IF_ERROR(backend_->SetBatchLayout(layout));
   if (num_parts == 1) {
-    RETURN_IF_ERROR(backend_->SetBatchLayout(layout));
     // A decode step without interventions is the same work at every step of
     // its batch size (and context bucket): one graph region, which a backend
     // with graphs replays (backend.h). Interventions copy to and from the

@@ -9,7 +9,9 @@
 // sequence gets is the scheduler's business: the decoder only checks that a
 // step's layout stays inside the capacity.
 //
-// Thread safety: one thread at a time (the engine thread).
+// Thread safety: one thread at a time (the engine thread). A step in parts
+// (Backend::RunInParts) runs its parts on the backend's threads, each on its
+// own rows; Forward returns when all are done.
 #ifndef TRIBUTARY_ENGINE_MODEL_HYBRID_DECODER_H_
 #define TRIBUTARY_ENGINE_MODEL_HYBRID_DECODER_H_
 

@@ -28,7 +28,8 @@ struct HybridDecoder::Step {
   // Scratch shared by the layers (sized for the largest use).
   Tensor wide_a, wide_b, wide_c;  // [T, max projection width]
   Tensor small_a, small_b, small_c, small_d, small_e;
-  // The GDN gates g and beta [2T, Hv], f32 whatever the activation type: the
+  // The GDN gates g then beta, [2T, Hv] (a part's: [2n, Hv], its beta from
+  // row n), f32 whatever the activation type: the
   // log decay compounds over every token, so it is kept at full precision
   // (transformers computes it in f32 too). Empty without GDN layers.
   Tensor gates;

@@ -58,8 +58,9 @@ class CpuBackend final : public Backend {
   // With step_in_parts and more than one thread: one part per thread, up to
   // one per sequence; otherwise 1.
   int StepParts(const BatchLayout& layout) const override;
-  // Part p runs on a one-thread backend of its own (parts ≤ num_threads()),
-  // the parts claimed by the pool's threads as any job's chunks are.
+  // Part p runs on a one-thread backend of its own, the parts claimed by the
+  // pool's threads as any job's chunks are. More parts than StepParts can
+  // give (num_threads() with step_in_parts, else 1): INVALID_ARGUMENT.
   absl::Status RunInParts(
       int parts,
       absl::FunctionRef<absl::Status(int part, Backend& backend)> body) override;

@@ -55,7 +55,7 @@ ScratchLayout MakeLayout(const reference::DeltaRuleDims& dims, int64_t c) {
 
 int64_t RecurrentScratchFloats(const reference::DeltaRuleDims& dims) {
   const int64_t dvp = RoundUp16(dims.value_dim);
-  // RecurrentHead's, or a group of RecurrentHeads' (2 · H · dv = 256).
+  // RecurrentHead's, or at least a group of RecurrentHeads' (H · dv ≤ 128).
   return std::max(dims.key_dim * dvp + 2 * dvp, int64_t{256});
 }
 
