@@ -7,6 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cpu/attention.h"
 #include "engine/backend/cpu/delta_rule.h"
@@ -31,6 +33,27 @@ constexpr int64_t kMinParallelMacs = int64_t{1} << 18;
 int MaxChunksFor(int64_t macs) {
   return macs < kMinParallelMacs ? 1 : ThreadPool::kNoLimit;
 }
+
+// The last-level cache the cores share, in bytes (sysconf; 32 MiB where the
+// system does not say), clamped to 4 MiB–1 GiB. On a VM it is the host's
+// whole cache, shared with other tenants, hence the margin StepParts takes.
+int64_t SharedCacheBytes() {
+  static const int64_t bytes = [] {
+    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    constexpr int64_t kMiB = int64_t{1} << 20;
+    return std::clamp<int64_t>(l3 > 0 ? l3 : 32 * kMiB, 4 * kMiB, 1024 * kMiB);
+  }();
+  return bytes;
+}
+
+// A step's parts each read every weight. While the weights stay within a
+// quarter of the shared cache that is cheap; beyond it each part streams
+// them from memory, and parts pay only with this many tokens each (products
+// compute-bound even so). The mid-size model (335 MB of bf16 weights), 2
+// threads, parts against one piece: batch 4 decode 40 % slower, batch 32
+// and 64 even, a 512-token prefill even (bench/README.md, "A step in
+// parts").
+constexpr int64_t kMinPartTokensFromMemory = 64;
 
 float* F32(const Tensor& t) { return t.as<float>(); }
 
@@ -78,7 +101,13 @@ int64_t CpuBackend::unprepared_bf16_matmuls() const {
 
 int CpuBackend::StepParts(const BatchLayout& layout) const {
   if (parts_.empty() || layout.sequences.size() < 2) return 1;
-  return static_cast<int>(std::min(parts_.size(), layout.sequences.size()));
+  const int64_t parts =
+      static_cast<int64_t>(std::min(parts_.size(), layout.sequences.size()));
+  if (matmul_weight_bytes_ > SharedCacheBytes() / 4 &&
+      layout.num_tokens() < kMinPartTokensFromMemory * parts) {
+    return 1;
+  }
+  return static_cast<int>(parts);
 }
 
 absl::Status CpuBackend::RunInParts(
@@ -149,6 +178,9 @@ void CpuBackend::Free(Tensor& tensor) {
 absl::StatusOr<Tensor> CpuBackend::PrepareMatMulWeight(const Tensor& w) {
   if (w.type != ElementType::kBF16 || w.shape.rank != 2 ||
       bf16_pairs_.count(w.data) != 0) {  // packed already
+    if (bf16_pairs_.count(w.data) == 0) {
+      matmul_weight_bytes_ += static_cast<int64_t>(w.size_bytes());
+    }
     return w;
   }
   const int64_t out = w.shape[0], in = w.shape[1];
@@ -159,6 +191,7 @@ absl::StatusOr<Tensor> CpuBackend::PrepareMatMulWeight(const Tensor& w) {
   if (!allocated.ok()) return allocated.status();
   Tensor packed = *allocated;
   PackBf16Pairs(w.as<uint16_t>(), out, in, packed.as<uint16_t>(), pool_.get());
+  matmul_weight_bytes_ += static_cast<int64_t>(w.size_bytes());
   packed.shape = w.shape;
   bf16_pairs_.insert(packed.data);
   return packed;

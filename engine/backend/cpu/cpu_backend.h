@@ -56,8 +56,13 @@ class CpuBackend final : public Backend {
   }
   int num_threads() const { return pool_->num_threads(); }
   // With step_in_parts and more than one thread: one part per thread, up to
-  // one per sequence; otherwise 1.
+  // one per sequence; otherwise 1. Also 1 when the matmul weights exceed a
+  // quarter of the shared cache (each part would stream them all from
+  // memory) and the step has fewer than 64 tokens a part.
   int StepParts(const BatchLayout& layout) const override;
+  // The bytes of every matmul weight PrepareMatMulWeight was given (what a
+  // step's products read).
+  int64_t matmul_weight_bytes() const { return matmul_weight_bytes_; }
   // Part p runs on a one-thread backend of its own, the parts claimed by the
   // pool's threads as any job's chunks are. More parts than StepParts can
   // give (num_threads() with step_in_parts, else 1): INVALID_ARGUMENT.
@@ -158,6 +163,7 @@ class CpuBackend final : public Backend {
     return WeightLayout::kRows;
   }
   int64_t unprepared_bf16_matmuls_ = 0;
+  int64_t matmul_weight_bytes_ = 0;
 };
 
 }  // namespace tributary

@@ -192,6 +192,26 @@ TEST(StepInPartsTest, CpuBackendSaysHowManyPartsAndRefusesMore) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("at most 2"), std::string::npos) << status;
 
+  // Weights far beyond any shared cache (a 4 GiB f32 matrix, never read:
+  // PrepareMatMulWeight keeps f32 matrices as they are): each part would
+  // stream them all, so only steps of 64 tokens a part or more run apart.
+  static float never_read = 0.0f;
+  Tensor huge;
+  huge.data = &never_read;
+  huge.type = ElementType::kF32;
+  huge.shape = Shape{int64_t{1} << 20, int64_t{1} << 10};
+  auto prepared = (*backend)->PrepareMatMulWeight(huge);
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  EXPECT_EQ((*backend)->matmul_weight_bytes(), int64_t{4} << 30);
+  three.sequences[0].num_tokens = 1;
+  three.sequences[1].num_tokens = 1;
+  three.sequences[2].num_tokens = 1;
+  EXPECT_EQ((*backend)->StepParts(three), 1);
+  three.sequences[1].num_tokens = 125;
+  EXPECT_EQ((*backend)->StepParts(three), 1);  // 127 tokens for 2 parts
+  three.sequences[1].num_tokens = 126;
+  EXPECT_EQ((*backend)->StepParts(three), 2);  // 128
+
   options.step_in_parts = false;
   auto whole = CpuBackend::Create(options);
   ASSERT_TRUE(whole.ok());
