@@ -50,12 +50,9 @@ Result RunReference(const Inputs& in, bool recurrent) {
   return r;
 }
 
-Result RunFast(const Inputs& in, bool recurrent, ThreadPool* pool,
-               MatMulIsa isa) {
-  Result r{std::vector<float>(
-               in.dims.num_tokens * in.dims.num_value_heads * in.dims.value_dim,
-               -7.0f),
-           in.state};
+// A call on `in`'s inputs, writing into `out` and updating `state`.
+DeltaRuleCall CallOn(const Inputs& in, bool recurrent, float* out,
+                     float* state) {
   DeltaRuleCall call;
   call.dims = in.dims;
   call.chunk_size = 64;
@@ -64,10 +61,19 @@ Result RunFast(const Inputs& in, bool recurrent, ThreadPool* pool,
   call.v = in.v.data();
   call.g = in.g.data();
   call.beta = in.beta.data();
-  call.state = r.state.data();
-  call.out = r.out.data();
+  call.state = state;
+  call.out = out;
   call.recurrent = recurrent;
-  GatedDeltaRule(call, pool, isa);
+  return call;
+}
+
+Result RunFast(const Inputs& in, bool recurrent, ThreadPool* pool,
+               MatMulIsa isa) {
+  Result r{std::vector<float>(
+               in.dims.num_tokens * in.dims.num_value_heads * in.dims.value_dim,
+               -7.0f),
+           in.state};
+  GatedDeltaRule(CallOn(in, recurrent, r.out.data(), r.state.data()), pool, isa);
   return r;
 }
 
@@ -167,15 +173,7 @@ TEST(DeltaRuleFastTest, HeadsInGroupsGiveTheBitsOfOneByOne) {
                                  " hv=" + std::to_string(sh.hv) +
                                  " dv=" + std::to_string(sh.dv) + " " +
                                  MatMulIsaName(isa);
-        DeltaRuleCall call;
-        call.dims = in.dims;
-        call.chunk_size = 64;
-        call.q = in.q.data();
-        call.k = in.k.data();
-        call.v = in.v.data();
-        call.g = in.g.data();
-        call.beta = in.beta.data();
-        call.recurrent = true;
+        DeltaRuleCall call = CallOn(in, true, nullptr, nullptr);
         std::vector<float> scratch(DeltaRuleScratchBytes(call) / sizeof(float) + 16);
         const size_t out_size =
             static_cast<size_t>(tokens * sh.hv * sh.dv);
