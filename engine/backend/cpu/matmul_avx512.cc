@@ -370,18 +370,43 @@ using Bf16PairTileFn = void (*)(const uint16_t*, int64_t,
                                 const uint16_t* const*, int64_t, bool, float*,
                                 int64_t, int, const char*);
 
-// Bf16PairTile<M, n> for n = 1 … kGroupsBf16[M] (index n − 1): a tile whose
-// rows end early (a thread's last groups, a small product) runs only the
-// groups it stores.
-template <int M, int... I>
-constexpr std::array<Bf16PairTileFn, kMaxTileGroups> Bf16PairTilesOf(
+// The pair tiles of both products in one table each: Tiles::kTile<M, n>
+// for M ≤ kMrBf16 tokens and n = 1 … Tiles::kGroups[M] groups (index
+// n − 1), so that a tile whose rows end early (a thread's last groups, a
+// small product) runs only the groups it stores. Tiles: a struct naming
+// the tile's function type Fn, its kGroups and its kTile.
+template <typename Tiles, int M, int... I>
+constexpr std::array<typename Tiles::Fn, kMaxTileGroups> TilesOfShape(
     std::integer_sequence<int, I...>) {
-  return {&Bf16PairTile<M, I + 1>...};
+  return {Tiles::template kTile<M, I + 1>...};
 }
-template <int M>
-constexpr std::array<Bf16PairTileFn, kMaxTileGroups> Bf16PairTiles() {
-  return Bf16PairTilesOf<M>(std::make_integer_sequence<int, kGroupsBf16[M]>());
+template <typename Tiles, int... M>
+constexpr std::array<std::array<typename Tiles::Fn, kMaxTileGroups>,
+                     kMrBf16 + 1>
+TileTable(std::integer_sequence<int, M...>) {
+  return {{{}, TilesOfShape<Tiles, M + 1>(
+                   std::make_integer_sequence<int, Tiles::kGroups[M + 1]>())...}};
 }
+
+// Runs the tile of min(m, kMrBf16) tokens (at least 1) with the groups its
+// rows_store rows need; `args` are the tile's arguments before rows_store
+// (x, ldx, group, the pair or input count, accumulate, y, ldy).
+template <typename Tiles, typename... Args>
+inline void RunPairTile(int m, int rows_store, const char* prefetch,
+                        Args... args) {
+  static constexpr auto kTable =
+      TileTable<Tiles>(std::make_integer_sequence<int, kMrBf16>());
+  m = std::clamp(m, 1, kMrBf16);
+  const int groups = std::clamp((rows_store + 15) / 16, 1, Tiles::kGroups[m]);
+  kTable[m][groups - 1](args..., rows_store, prefetch);
+}
+
+struct Bf16PairTiles {
+  using Fn = Bf16PairTileFn;
+  static constexpr const int* kGroups = kGroupsBf16;
+  template <int M, int N>
+  static constexpr Fn kTile = &Bf16PairTile<M, N>;
+};
 
 TRIBUTARY_AVX512_BF16 void Bf16DotTileAvx512(int m, const uint16_t* x,
                                              int64_t ldx,
@@ -390,16 +415,8 @@ TRIBUTARY_AVX512_BF16 void Bf16DotTileAvx512(int m, const uint16_t* x,
                                              float* y, int64_t ldy,
                                              int rows_store,
                                              const char* prefetch) {
-  static constexpr std::array<Bf16PairTileFn, kMaxTileGroups>
-      kTiles[kMrBf16 + 1] = {{},
-                             Bf16PairTiles<1>(), Bf16PairTiles<2>(),
-                             Bf16PairTiles<3>(), Bf16PairTiles<4>(),
-                             Bf16PairTiles<5>(), Bf16PairTiles<6>(),
-                             Bf16PairTiles<7>(), Bf16PairTiles<8>()};
-  m = std::clamp(m, 1, kMrBf16);
-  const int groups = std::clamp((rows_store + 15) / 16, 1, kGroupsBf16[m]);
-  kTiles[m][groups - 1](x, ldx, group, num_pairs, accumulate, y, ldy,
-                        rows_store, prefetch);
+  RunPairTile<Bf16PairTiles>(m, rows_store, prefetch, x, ldx, group, num_pairs,
+                             accumulate, y, ldy);
 }
 
 // The f32 products on bf16 pairs (matmul_kernels.h, F32PairKernels): M
@@ -460,11 +477,6 @@ using F32PairTileFn = void (*)(const float*, int64_t, const uint16_t* const*,
                                int64_t, bool, float*, int64_t, int,
                                const char*);
 
-template <int M, int... I>
-constexpr std::array<F32PairTileFn, kMaxTileGroups> F32PairTilesOf(
-    std::integer_sequence<int, I...>) {
-  return {&F32PairTile<M, I + 1>...};
-}
 // Groups a tile: the bf16 products' shapes, except that one token takes 4
 // groups, not 12. Decode of one token streams the weights from memory, and
 // fewer streams at a time kept up with memory better on an Intel core: the
@@ -473,28 +485,20 @@ constexpr std::array<F32PairTileFn, kMaxTileGroups> F32PairTilesOf(
 // stored rows' 16-lane tiles.
 constexpr int kGroupsF32Pairs[kMrBf16 + 1] = {0, 4, 10, 7, 6, 5, 4, 3, 3};
 
-template <int M>
-constexpr std::array<F32PairTileFn, kMaxTileGroups> F32PairTiles() {
-  return F32PairTilesOf<M>(
-      std::make_integer_sequence<int, kGroupsF32Pairs[M]>());
-}
+struct F32PairTiles {
+  using Fn = F32PairTileFn;
+  static constexpr const int* kGroups = kGroupsF32Pairs;
+  template <int M, int N>
+  static constexpr Fn kTile = &F32PairTile<M, N>;
+};
 
 TRIBUTARY_AVX512 void F32PairTileAvx512(int m, const float* x, int64_t ldx,
                                         const uint16_t* const* group,
                                         int64_t num_inputs, bool accumulate,
                                         float* y, int64_t ldy, int rows_store,
                                         const char* prefetch) {
-  static constexpr std::array<F32PairTileFn, kMaxTileGroups>
-      kTiles[kMrBf16 + 1] = {{},
-                             F32PairTiles<1>(), F32PairTiles<2>(),
-                             F32PairTiles<3>(), F32PairTiles<4>(),
-                             F32PairTiles<5>(), F32PairTiles<6>(),
-                             F32PairTiles<7>(), F32PairTiles<8>()};
-  m = std::clamp(m, 1, kMrBf16);
-  const int groups =
-      std::clamp((rows_store + 15) / 16, 1, kGroupsF32Pairs[m]);
-  kTiles[m][groups - 1](x, ldx, group, num_inputs, accumulate, y, ldy,
-                        rows_store, prefetch);
+  RunPairTile<F32PairTiles>(m, rows_store, prefetch, x, ldx, group,
+                            num_inputs, accumulate, y, ldy);
 }
 
 // F32ToBf16 on 16 floats, in integer arithmetic (the same bits, NaN
@@ -532,10 +536,11 @@ TRIBUTARY_AVX512 void RoundAvx512(const float* src, int64_t n,
 
 const Bf16DotKernels& Avx512Bf16DotKernels() {
   static const Bf16DotKernels kernels{
-      kMrBf16,
-      {0, kGroupsBf16[1], kGroupsBf16[2], kGroupsBf16[3], kGroupsBf16[4],
-       kGroupsBf16[5], kGroupsBf16[6], kGroupsBf16[7], kGroupsBf16[8]},
-      &Bf16DotTileAvx512, &RoundAvx512};
+      {kMrBf16,
+       {0, kGroupsBf16[1], kGroupsBf16[2], kGroupsBf16[3], kGroupsBf16[4],
+        kGroupsBf16[5], kGroupsBf16[6], kGroupsBf16[7], kGroupsBf16[8]},
+       &Bf16DotTileAvx512},
+      &RoundAvx512};
   return kernels;
 }
 

@@ -74,51 +74,41 @@ struct MatMulKernels {
   void (*widen)(const void* src, ElementType type, int64_t n, float* dst);
 };
 
-// The bf16 products' tiles (MatMulPrecision::kBF16) on packed weights.
+// The tiles of the products on weights packed as bf16 pairs, each in its
+// order above, for either x: X = uint16_t, bf16 pairs (the bf16 products,
+// MatMulPrecision::kBF16), or X = float (the f32 products on bf16 pairs).
 constexpr int kMaxTileTokensBf16 = 8;
 constexpr int kMaxTileGroups = 12;  // bound on groups[m], for the callers
-struct Bf16DotKernels {
-  int mr;                                  // most tokens per tile
-  int groups[kMaxTileTokensBf16 + 1];      // groups[m]: 16-row groups per tile
+template <typename X>
+struct PairTileKernels {
+  int mr;                              // most tokens per tile
+  int groups[kMaxTileTokensBf16 + 1];  // groups[m]: 16-row groups per tile
   // For t < m and rows r < rows_store of the tile (r = 16n + j: lane j of
   // group n; rows_store <= 16 · groups[m]): continues the chain of output
-  // (t, r) over num_pairs pairs (the order above), from y[t, r] when
-  // `accumulate` (a previous segment's result, exact in f32) else from +0,
-  // and stores it in y[t, r]. x: the tile's first token at its first pair,
-  // rows ldx bf16 apart; group[n]: group n's first pair (64 bytes a pair);
-  // group[] has groups[m] entries (repeat one to pad; only rows_store rows
-  // are read from y or written). `prefetch`, when not null, is the start of
-  // the next tile's weights: the tile prefetches groups[m] · num_pairs · 64
-  // contiguous bytes from it into L2 at the pace it reads its own (which
-  // may run past the next tile, and past the buffer at its end: prefetches
-  // never fault).
-  void (*tile)(int m, const uint16_t* x, int64_t ldx,
-               const uint16_t* const* group, int64_t num_pairs,
-               bool accumulate, float* y, int64_t ldy, int rows_store,
-               const char* prefetch);
+  // (t, r) over `count` more of its terms (its order above), from y[t, r]
+  // when `accumulate` (a previous segment's result, exact in f32) else
+  // from +0, and stores it in y[t, r]. `count`: pairs for bf16 x, inputs
+  // for f32 x (an odd count ends in half a pair). x: the tile's first token
+  // at its first pair (its even input), rows ldx elements apart; only
+  // `count` pairs or inputs of a row are read. group[n]: group n's first
+  // pair (64 bytes a pair); group[] has groups[m] entries (repeat one to
+  // pad; only rows_store rows are read from y or written). `prefetch`, when
+  // not null, is the start of the next tile's weights: the tile prefetches
+  // groups[m] · pairs · 64 contiguous bytes from it into L2 at the pace it
+  // reads its own (which may run past the next tile, and past the buffer at
+  // its end: prefetches never fault).
+  void (*tile)(int m, const X* x, int64_t ldx, const uint16_t* const* group,
+               int64_t count, bool accumulate, float* y, int64_t ldy,
+               int rows_store, const char* prefetch);
+};
+
+struct Bf16DotKernels : PairTileKernels<uint16_t> {
   // dst[i] = F32ToBf16(src[i]) (element_type.h: nearest even, NaN quiet),
   // i < n.
   void (*round)(const float* src, int64_t n, uint16_t* dst);
 };
 
-// The f32 products on bf16 pairs (the order above): the same tiles as
-// Bf16DotKernels, with x in f32.
-struct F32PairKernels {
-  int mr;                              // most tokens per tile
-  int groups[kMaxTileTokensBf16 + 1];  // groups[m]: 16-row groups per tile
-  // For t < m and rows r < rows_store of the tile (r = 16n + j: lane j of
-  // group n): continues the chain of output (t, r) over num_inputs inputs
-  // (the order above), from y[t, r] when `accumulate` (a previous segment's
-  // result) else from +0, and stores it in y[t, r]. x: the tile's first
-  // token at its first input (an even one), rows ldx floats apart; only
-  // x[t, 0 … num_inputs − 1] is read (an odd count ends in half a pair).
-  // group[n]: group n's first pair (64 bytes a pair); group[] has groups[m]
-  // entries (repeat one to pad). `prefetch` as for Bf16DotKernels.
-  void (*tile)(int m, const float* x, int64_t ldx,
-               const uint16_t* const* group, int64_t num_inputs,
-               bool accumulate, float* y, int64_t ldy, int rows_store,
-               const char* prefetch);
-};
+using F32PairKernels = PairTileKernels<float>;
 
 const MatMulKernels& ScalarKernels();
 const MatMulKernels& Avx2Kernels();    // needs AVX2, FMA, F16C

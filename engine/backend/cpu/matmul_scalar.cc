@@ -159,7 +159,7 @@ const F32PairKernels& ScalarF32PairKernels() {
 
 const Bf16DotKernels& ScalarBf16DotKernels() {
   static const Bf16DotKernels kernels{
-      kMr, {0, kNr, kNr, kNr, kNr, 0, 0, 0, 0}, &Bf16DotTileScalar,
+      {kMr, {0, kNr, kNr, kNr, kNr, 0, 0, 0, 0}, &Bf16DotTileScalar},
       &RoundScalar};
   static_assert(kMr <= kMaxTileTokensBf16 && kNr <= kMaxTileGroups);
   return kernels;
