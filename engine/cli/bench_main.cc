@@ -164,18 +164,14 @@ class BenchObserver : public EngineObserver {
     }
     // Steps of decode tokens alone, and steps with a prompt chunk.
     const int kind = stats.num_tokens == stats.num_sequences ? 0 : 1;
-    ++kind_steps_[kind];
-    kind_forward_[kind] += stats.forward_seconds;
-    kind_forward_all_[kind].push_back(stats.forward_seconds);
+    kind_forward_[kind].push_back(stats.forward_seconds);
   }
   void Reset() {
     std::lock_guard<std::mutex> lock(mu_);
     num_steps_ = sum_sequences_ = sum_tokens_ = 0;
     sum_step_ = sum_forward_ = sum_outside_ = sum_fraction_ = 0.0;
-    kind_steps_[0] = kind_steps_[1] = 0;
-    kind_forward_[0] = kind_forward_[1] = 0.0;
-    kind_forward_all_[0].clear();
-    kind_forward_all_[1].clear();
+    kind_forward_[0].clear();
+    kind_forward_[1].clear();
   }
   Json Summary() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -194,9 +190,11 @@ class BenchObserver : public EngineObserver {
     out["total_step_seconds"] = sum_step_;
     const char* kinds[2] = {"decode", "prefill"};
     for (int k = 0; k < 2; ++k) {
-      out[absl::StrCat(kinds[k], "_steps")] = kind_steps_[k];
-      out[absl::StrCat(kinds[k], "_forward_seconds")] = kind_forward_[k];
-      std::vector<double> sorted = kind_forward_all_[k];
+      std::vector<double> sorted = kind_forward_[k];
+      double seconds = 0.0;
+      for (double t : sorted) seconds += t;
+      out[absl::StrCat(kinds[k], "_steps")] = sorted.size();
+      out[absl::StrCat(kinds[k], "_forward_seconds")] = seconds;
       std::sort(sorted.begin(), sorted.end());
       out[absl::StrCat(kinds[k], "_forward_ms_p10_p50_p90")] = {
           1e3 * Percentile(sorted, 10), 1e3 * Percentile(sorted, 50),
@@ -214,10 +212,9 @@ class BenchObserver : public EngineObserver {
   double sum_forward_ = 0.0;
   double sum_outside_ = 0.0;
   double sum_fraction_ = 0.0;
-  // [0]: steps of decode tokens only; [1]: steps with a prefill chunk.
-  int64_t kind_steps_[2] = {0, 0};
-  double kind_forward_[2] = {0.0, 0.0};
-  std::vector<double> kind_forward_all_[2];
+  // Each step's forward seconds: [0] steps of decode tokens only, [1] steps
+  // with a prefill chunk.
+  std::vector<double> kind_forward_[2];
 };
 
 Json Percentiles(std::vector<double> v) {

@@ -413,7 +413,6 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
   Step step;
   step.backend = backend_;
   step.num_tokens = num_tokens;
-  step.step_tokens = num_tokens;
   ASSIGN_OR_RETURN(step.stream, allocate(act, Shape{num_tokens, hidden}));
   ASSIGN_OR_RETURN(step.normed, allocate(act, Shape{num_tokens, hidden}));
   ASSIGN_OR_RETURN(step.update, allocate(act, Shape{num_tokens, hidden}));
@@ -616,7 +615,6 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
           part.backend = &part_backend;
           part.num_tokens = n;
           part.first_row = r;
-          part.step_tokens = num_tokens;
           part.stream = rows_of(step.stream);
           part.normed = rows_of(step.normed);
           part.update = rows_of(step.update);
@@ -647,12 +645,9 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
           return RunStep(part, part_io, options, nullptr, nullptr);
         }));
   }
-  const Tensor& logits = io.logits;
-  const bool device_choice = io.device_choice;
-
-  if (!device_choice) {
+  if (!io.device_choice) {
     output.logits.resize(static_cast<size_t>(num_rows * c.vocab_size));
-    RETURN_IF_ERROR(backend_->CopyToHost(logits, output.logits.data()));
+    RETURN_IF_ERROR(backend_->CopyToHost(io.logits, output.logits.data()));
   } else {
     output.device_ids.resize(static_cast<size_t>(num_rows));
     RETURN_IF_ERROR(backend_->CopyToHost(io.ids_chosen, output.device_ids.data()));
@@ -667,7 +662,7 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
     for (int64_t r = 0; r < num_rows; ++r) {
       if (options.device_choice[r]) continue;
       RETURN_IF_ERROR(backend_->CopyToHost(
-          Rows(logits, r, 1), output.logits.data() + at * c.vocab_size));
+          Rows(io.logits, r, 1), output.logits.data() + at * c.vocab_size));
       ++at;
     }
   }
@@ -764,7 +759,7 @@ absl::Status HybridDecoder::RunStep(Step& step, const StepIo& io,
 Tensor HybridDecoder::SublayerStats(const Step& step, int64_t sublayer) {
   if (step.stats.data == nullptr) return Tensor{};
   Tensor all_rows = Rows(step.stats, sublayer, 1);
-  all_rows.shape = Shape{step.step_tokens, kResidualStatsColumns};
+  all_rows.shape = Shape{step.stats.shape[1], kResidualStatsColumns};
   return Rows(all_rows, step.first_row, step.num_tokens);
 }
 

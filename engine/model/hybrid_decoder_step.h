@@ -19,12 +19,10 @@ struct HybridDecoder::Step {
   // The backend the ops run on: the decoder's, or a part's.
   Backend* backend = nullptr;
   int64_t num_tokens = 0;
-  // This part's first row in the whole step, and the whole step's tokens
-  // (0 and num_tokens for a step in one piece).
+  // This part's first row in the whole step (0 for a step in one piece).
   int64_t first_row = 0;
-  int64_t step_tokens = 0;
   Tensor stream, normed, update;
-  Tensor stats;  // the whole step's [2L, step_tokens, columns], or empty
+  Tensor stats;  // the whole step's [2L, T, columns], or empty
   // Scratch shared by the layers (sized for the largest use).
   Tensor wide_a, wide_b, wide_c;  // [T, max projection width]
   Tensor small_a, small_b, small_c, small_d, small_e;
