@@ -311,8 +311,8 @@ void CpuBackend::L2NormRows(const Tensor& x, int64_t dim, float scale) {
 void CpuBackend::GdnGates(const Tensor& a, const Tensor& b, const Tensor& a_log,
                           const Tensor& dt_bias, const Tensor& g,
                           const Tensor& beta) {
-  ref::GdnGates(F32(a), F32(b), a.rows(), a.cols(), a_log.data, a_log.type,
-                dt_bias.data, dt_bias.type, F32(g), F32(beta));
+  fast::GdnGates(F32(a), F32(b), a.rows(), a.cols(), a_log.data, a_log.type,
+                 dt_bias.data, dt_bias.type, F32(g), F32(beta), pool_.get());
 }
 
 void CpuBackend::CopyColumns(const Tensor& src, int64_t col_begin,
@@ -334,13 +334,8 @@ void CpuBackend::GatherRows(const Tensor& src, const Tensor& rows,
   }
 }
 
-// One pass per row of the vocabulary: the reference code is the
-// implementation.
 void CpuBackend::ArgMaxRows(const Tensor& x, const Tensor& ids) {
-  const int64_t width = x.cols();
-  for (int64_t r = 0; r < x.rows(); ++r) {
-    ids.as<int32_t>()[r] = ref::ArgMaxRow(F32(x) + r * width, width);
-  }
+  fast::ArgMaxRows(F32(x), x.rows(), x.cols(), ids.as<int32_t>(), pool_.get());
 }
 
 // The naive twin is the implementation: the CPU's logits are host memory,

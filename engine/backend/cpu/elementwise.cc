@@ -10,10 +10,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "engine/backend/backend.h"
 #include "engine/backend/cpu/matmul_kernels.h"
+#include "engine/backend/cpu/reference_ops.h"
 
 namespace tributary {
 namespace elementwise_internal {
@@ -35,13 +37,16 @@ struct Kernels {
   void (*sigmoid_gate)(float*, const float*, int64_t);
   void (*conv)(const float*, int64_t, int64_t, int64_t, const float*, float*,
                float*, int64_t, int64_t);
+  int32_t (*arg_max)(const float*, int64_t);
+  void (*gdn_gates)(const float*, const float*, int64_t, const float*,
+                    const float*, float*, float*);
 };
 
 #define TRIB_KERNELS(ns)                                            \
   Kernels {                                                         \
     &ns::RmsNormRow, &ns::GatedRmsNormRow, &ns::L2NormRow,          \
         &ns::ResidualAddRow, &ns::SwiGluSpan, &ns::SigmoidGateSpan, \
-        &ns::ConvChannels                                           \
+        &ns::ConvChannels, &ns::ArgMaxRow, &ns::GdnGatesRow         \
   }
 
 const Kernels& KernelsFor(MatMulIsa isa) {
@@ -180,6 +185,42 @@ void SigmoidGate(float* o, const float* gate, int64_t n, ThreadPool* pool,
            });
 }
 
+void ArgMaxRows(const float* x, int64_t num_rows, int64_t width,
+                int32_t* ids, ThreadPool* pool, MatMulIsa isa) {
+  if (width >= (int64_t{1} << 24)) {  // beyond exact float indices
+    for (int64_t r = 0; r < num_rows; ++r) {
+      ids[r] = reference::ArgMaxRow(x + r * width, width);
+    }
+    return;
+  }
+  const auto& kern = KernelsFor(isa);
+  ForUnits(pool, num_rows, num_rows * width, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) ids[r] = kern.arg_max(x + r * width, width);
+  });
+}
+
+void GdnGates(const float* a, const float* b, int64_t num_tokens,
+              int64_t num_heads, const void* a_log, ElementType a_log_type,
+              const void* dt_bias, ElementType dt_bias_type, float* g,
+              float* beta, ThreadPool* pool, MatMulIsa isa) {
+  const auto& kern = KernelsFor(isa);
+  // Per head, as the reference computes them for every token.
+  std::vector<float> bias(static_cast<size_t>(num_heads)),
+      neg_rate(static_cast<size_t>(num_heads));
+  for (int64_t h = 0; h < num_heads; ++h) {
+    bias[h] = LoadAsF32(dt_bias, dt_bias_type, h);
+    neg_rate[h] = -std::exp(LoadAsF32(a_log, a_log_type, h));
+  }
+  ForUnits(pool, num_tokens, 3 * kExpWork * num_tokens * num_heads,
+           [&](int64_t begin, int64_t end) {
+             for (int64_t t = begin; t < end; ++t) {
+               const int64_t i = t * num_heads;
+               kern.gdn_gates(a + i, b + i, num_heads, bias.data(),
+                              neg_rate.data(), g + i, beta + i);
+             }
+           });
+}
+
 void L2NormRows(float* x, int64_t num_rows, int64_t dim, float scale,
                 ThreadPool* pool, MatMulIsa isa) {
   const auto& kern = KernelsFor(isa);
@@ -194,12 +235,19 @@ void CausalConv1dSilu(const ConvSequence* sequences, int64_t num_sequences,
   if (num_sequences <= 0 || channels <= 0) return;
   const auto& kern = KernelsFor(isa);
   // The taps transposed to [kernel, channels], so that 16 channels of a tap
-  // are one vector load.
-  std::vector<float> wt(static_cast<size_t>(kernel * channels));
+  // are one vector load: widened by the vector kernel, then transposed, into
+  // a buffer of the calling thread kept across calls (a decode step makes
+  // one call per GDN layer; per-element loads and an allocation each time
+  // cost ~1 % of a batched decode step).
+  const WidenedWeight taps(w, w_type, channels * kernel, 0.0f, isa);
+  // (The workers reach it through this pointer: a thread_local named in
+  // the lambda would be each worker's own.)
+  thread_local std::vector<float> transposed;
+  transposed.resize(static_cast<size_t>(kernel * channels));
+  float* const wt = transposed.data();
   for (int64_t c = 0; c < channels; ++c) {
     for (int64_t j = 0; j < kernel; ++j) {
-      wt[j * channels + c] =
-          LoadAsF32(w, w_type, static_cast<size_t>(c * kernel + j));
+      wt[j * channels + c] = taps.data()[c * kernel + j];
     }
   }
   int64_t num_tokens = 0;
@@ -228,7 +276,7 @@ void CausalConv1dSilu(const ConvSequence* sequences, int64_t num_sequences,
                    __builtin_prefetch(next + byte);
                  }
                }
-               kern.conv(s.x, s.num_tokens, channels, kernel, wt.data(),
+               kern.conv(s.x, s.num_tokens, channels, kernel, wt,
                          s.window, s.out, unit % groups * kUnit,
                          std::min(channels, (last - seq * groups) * kUnit));
                unit = last;

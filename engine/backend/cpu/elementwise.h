@@ -69,6 +69,19 @@ void SigmoidGate(float* o, const float* gate, int64_t n, ThreadPool* pool,
 void L2NormRows(float* x, int64_t num_rows, int64_t dim, float scale,
                 ThreadPool* pool, MatMulIsa isa = MatMulIsa::kAuto);
 
+// reference::GdnGates (same arguments): e^x and sigmoid as the other ops
+// here (ExpF), ln(1 + e^x) in f64 rounded once (vec16.inc: Log1pD), so the
+// reference's bits but for rare ties.
+void GdnGates(const float* a, const float* b, int64_t num_tokens,
+              int64_t num_heads, const void* a_log, ElementType a_log_type,
+              const void* dt_bias, ElementType dt_bias_type, float* g,
+              float* beta, ThreadPool* pool, MatMulIsa isa = MatMulIsa::kAuto);
+
+// ids[r] = reference::ArgMaxRow(x + r · width, width) for each of num_rows
+// rows: the first largest, −1 for a row with a non-finite element.
+void ArgMaxRows(const float* x, int64_t num_rows, int64_t width, int32_t* ids,
+                ThreadPool* pool, MatMulIsa isa = MatMulIsa::kAuto);
+
 // One sequence of a causal conv call: the arguments of
 // reference::CausalConv1dSilu that differ between sequences.
 struct ConvSequence {
