@@ -46,7 +46,7 @@ struct Kernels {
   Kernels {                                                         \
     &ns::RmsNormRow, &ns::GatedRmsNormRow, &ns::L2NormRow,          \
         &ns::ResidualAddRow, &ns::SwiGluSpan, &ns::SigmoidGateSpan, \
-        &ns::ConvChannels, &ns::ArgMaxRow, &ns::GdnGatesRow         \
+        &ns::ConvChannels, &ns::ArgMaxRow, &ns::GdnGatesSpan        \
   }
 
 const Kernels& KernelsFor(MatMulIsa isa) {
@@ -204,20 +204,24 @@ void GdnGates(const float* a, const float* b, int64_t num_tokens,
               const void* dt_bias, ElementType dt_bias_type, float* g,
               float* beta, ThreadPool* pool, MatMulIsa isa) {
   const auto& kern = KernelsFor(isa);
-  // Per head, as the reference computes them for every token.
-  std::vector<float> bias(static_cast<size_t>(num_heads)),
-      neg_rate(static_cast<size_t>(num_heads));
+  const int64_t n = num_tokens * num_heads;
+  // Each gate's head's values, as the reference computes them per gate.
+  std::vector<float> bias(static_cast<size_t>(n)), neg_rate(static_cast<size_t>(n));
   for (int64_t h = 0; h < num_heads; ++h) {
     bias[h] = LoadAsF32(dt_bias, dt_bias_type, h);
     neg_rate[h] = -std::exp(LoadAsF32(a_log, a_log_type, h));
   }
-  ForUnits(pool, num_tokens, 3 * kExpWork * num_tokens * num_heads,
-           [&](int64_t begin, int64_t end) {
-             for (int64_t t = begin; t < end; ++t) {
-               const int64_t i = t * num_heads;
-               kern.gdn_gates(a + i, b + i, num_heads, bias.data(),
-                              neg_rate.data(), g + i, beta + i);
-             }
+  for (int64_t t = 1; t < num_tokens; ++t) {
+    std::copy_n(bias.begin(), num_heads, bias.begin() + t * num_heads);
+    std::copy_n(neg_rate.begin(), num_heads, neg_rate.begin() + t * num_heads);
+  }
+  ForUnits(pool, (n + kUnit - 1) / kUnit, 3 * kExpWork * n,
+           [&](int64_t b_unit, int64_t e_unit) {
+             const int64_t begin = b_unit * kUnit,
+                           end = std::min(e_unit * kUnit, n);
+             kern.gdn_gates(a + begin, b + begin, end - begin,
+                            bias.data() + begin, neg_rate.data() + begin,
+                            g + begin, beta + begin);
            });
 }
 
