@@ -356,10 +356,12 @@ TRIBUTARY_AVX2 void F32PairTileAvx2(int m, const float* x, int64_t ldx,
 
 const F32PairKernels& Avx2F32PairKernels() {
   static const F32PairKernels kernels{
-      kMrPairs,
-      {0, kGroupsPairs[1], kGroupsPairs[2], kGroupsPairs[3], kGroupsPairs[4],
-       0, 0, 0, 0},
-      &F32PairTileAvx2};
+      {kMrPairs,
+       {0, kGroupsPairs[1], kGroupsPairs[2], kGroupsPairs[3], kGroupsPairs[4],
+        0, 0, 0, 0},
+       &F32PairTileAvx2},
+      nullptr,
+      nullptr};
   return kernels;
 }
 

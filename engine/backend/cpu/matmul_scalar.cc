@@ -153,7 +153,9 @@ const MatMulKernels& ScalarKernels() {
 
 const F32PairKernels& ScalarF32PairKernels() {
   static const F32PairKernels kernels{
-      kMr, {0, kNr, kNr, kNr, kNr, 0, 0, 0, 0}, &F32PairTileScalar};
+      {kMr, {0, kNr, kNr, kNr, kNr, 0, 0, 0, 0}, &F32PairTileScalar},
+      nullptr,
+      nullptr};
   return kernels;
 }
 

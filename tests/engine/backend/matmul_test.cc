@@ -660,7 +660,11 @@ TEST(MatMulF32PairsTest, IsOneFmaChainPerOutputOnEveryPathAndShape) {
       {7, 63, 60},
       // Prefill over more than one block of groups, in two segments, on
       // two threads.
-      {20, 2100, 260}};
+      {20, 2100, 260},
+      // Enough tokens for the blocked form (weights widened once a slice
+      // for every token tile): an odd K (half a pair), a partial last
+      // tile of groups and of tokens; two segments of slices.
+      {97, 301, 70}, {100, 2100, 40}};
   for (const Shape& s : shapes) {
     const std::vector<float> x = RandomFloats(s.tokens * s.in, 71);
     const std::vector<uint8_t> w =
