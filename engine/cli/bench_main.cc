@@ -31,7 +31,8 @@
 // time the KV blocks, state slots and step buffers of that many sequences
 // (a 32-wide first wave of the default model: ~3,700 page faults, its two
 // 512-token prefill steps up to ~50 % slower), a cost of the process's first
-// such burst, not of serving that load; --warmup 1 keeps it in. --cpu-matmul bf16 rounds the CPU
+// such burst, not of serving that load; --warmup 1 keeps it in.
+// --cpu-matmul bf16 rounds the CPU
 // matmuls' inputs to bf16 (CpuBackendOptions::matmul_precision).
 // --cpu-one-piece runs every CPU step in one piece, each op on all the
 // threads, rather than a step of several sequences in parts, one per thread

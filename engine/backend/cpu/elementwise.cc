@@ -206,7 +206,8 @@ void GdnGates(const float* a, const float* b, int64_t num_tokens,
   const auto& kern = KernelsFor(isa);
   const int64_t n = num_tokens * num_heads;
   // Each gate's head's values, as the reference computes them per gate.
-  std::vector<float> bias(static_cast<size_t>(n)), neg_rate(static_cast<size_t>(n));
+  std::vector<float> bias(static_cast<size_t>(n));
+  std::vector<float> neg_rate(static_cast<size_t>(n));
   for (int64_t h = 0; h < num_heads; ++h) {
     bias[h] = LoadAsF32(dt_bias, dt_bias_type, h);
     neg_rate[h] = -std::exp(LoadAsF32(a_log, a_log_type, h));

@@ -336,26 +336,28 @@ void RunWideSlices(const F32PairKernels& kern, const Problem& p,
         }
         group[n] = wide + gn * q_len * 32;
       }
-      // The next slice's pairs into L2 while this one is computed: the
-      // weights come from memory (or L3) once a call.
-      {
-        const int64_t next_q = q0 + kWideSlicePairs < len ? q0 + kWideSlicePairs : 0;
-        const int64_t next_g = next_q > 0 ? g : g + n_max;
-        const int64_t next_n = std::min<int64_t>(n_max, g_end - next_g);
-        const int64_t next_len = std::min(kWideSlicePairs, len - next_q);
-        for (int64_t n = 0; n < next_n; ++n) {
-          const char* slice = segment + (next_g + n) * group_bytes + next_q * 64;
-          for (int64_t b = 0; b < next_len * 64; b += 64) {
-            __builtin_prefetch(slice + b, 0, 2);
-          }
+      // The next slice's pairs (these groups' next, or the next groups'
+      // first) into L2 while this one is computed: the weights come from
+      // memory (or L3), once a call.
+      const int64_t next_q =
+          q0 + kWideSlicePairs < len ? q0 + kWideSlicePairs : 0;
+      const int64_t next_g = next_q > 0 ? g : g + n_max;
+      const int64_t next_n = std::min<int64_t>(n_max, g_end - next_g);
+      const int64_t next_len = std::min(kWideSlicePairs, len - next_q);
+      for (int64_t n = 0; n < next_n; ++n) {
+        const char* slice = segment + (next_g + n) * group_bytes + next_q * 64;
+        for (int64_t b = 0; b < next_len * 64; b += 64) {
+          __builtin_prefetch(slice + b, 0, 2);
         }
       }
       const int64_t inputs = std::min(2 * q_len, count - 2 * q0);
       for (int64_t t0 = 0; t0 < p.num_tokens; t0 += kern.mr) {
-        const int m = static_cast<int>(std::min<int64_t>(kern.mr, p.num_tokens - t0));
+        const int m =
+            static_cast<int>(std::min<int64_t>(kern.mr, p.num_tokens - t0));
         kern.wide_tile(m, x + t0 * ldx + 2 * q0, ldx, group, inputs,
-                       accumulate || q0 > 0, p.y + t0 * p.out_features + 16 * g,
-                       p.out_features, rows_store, nullptr);
+                       accumulate || q0 > 0,
+                       p.y + t0 * p.out_features + 16 * g, p.out_features,
+                       rows_store, nullptr);
       }
     }
   }

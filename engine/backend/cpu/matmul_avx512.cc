@@ -487,7 +487,8 @@ TRIBUTARY_AVX512 void WidenPairsAvx512(const uint16_t* group, int64_t pairs,
                      _mm512_castsi512_ps(_mm512_slli_epi32(pair, 16)));
     _mm512_storeu_ps(out + 32 * p + 16,
                      _mm512_castsi512_ps(_mm512_and_si512(
-                         pair, _mm512_set1_epi32(static_cast<int>(0xffff0000u)))));
+                         pair,
+                         _mm512_set1_epi32(static_cast<int>(0xffff0000u)))));
   }
 }
 
@@ -500,17 +501,23 @@ TRIBUTARY_AVX512 inline void WidePairStep(const float* x, int64_t ldx,
                                           __m512 (&acc)[M][N]) {
   __m512 w[N];
 #pragma GCC unroll 12
-  for (int n = 0; n < N; ++n) w[n] = _mm512_loadu_ps(g[n] + 32 * p + (kOdd ? 16 : 0));
+  for (int n = 0; n < N; ++n) {
+    w[n] = _mm512_loadu_ps(g[n] + 32 * p + (kOdd ? 16 : 0));
+  }
 #pragma GCC unroll 8
   for (int t = 0; t < M; ++t) {
     const __m512 xv = _mm512_set1_ps(x[t * ldx + 2 * p + (kOdd ? 1 : 0)]);
 #pragma GCC unroll 12
-    for (int n = 0; n < N; ++n) acc[t][n] = _mm512_fmadd_ps(xv, w[n], acc[t][n]);
+    for (int n = 0; n < N; ++n) {
+      acc[t][n] = _mm512_fmadd_ps(xv, w[n], acc[t][n]);
+    }
   }
 }
 
 // F32PairTile on widened groups (F32PairKernels::wide_tile): the same
-// chains, in the same order.
+// chains, in the same order. Its caller prefetches the weights (the next
+// slice, in bf16); `prefetch`, when not null, is prefetched as by
+// F32PairTile.
 template <int M, int N>
 TRIBUTARY_AVX512 void F32WideTile(const float* x, int64_t ldx,
                                   const float* const* group,
@@ -522,7 +529,6 @@ TRIBUTARY_AVX512 void F32WideTile(const float* x, int64_t ldx,
   const float* g[N];
 #pragma GCC unroll 12
   for (int n = 0; n < N; ++n) g[n] = group[n];
-  // The next block's bf16 pairs, at the pace of this tile's own.
   constexpr int64_t kPrefetchBytesPerPair = N * 64;
   const int64_t full_pairs = num_inputs / 2;
   for (int64_t p = 0; p < full_pairs; ++p) {
@@ -530,7 +536,9 @@ TRIBUTARY_AVX512 void F32WideTile(const float* x, int64_t ldx,
     WidePairStep<M, N, false>(x, ldx, g, p, acc);
     WidePairStep<M, N, true>(x, ldx, g, p, acc);
   }
-  if (num_inputs % 2 != 0) WidePairStep<M, N, false>(x, ldx, g, full_pairs, acc);
+  if (num_inputs % 2 != 0) {
+    WidePairStep<M, N, false>(x, ldx, g, full_pairs, acc);
+  }
   StoreGroups<M, N>(acc, y, ldy, rows_store);
 }
 

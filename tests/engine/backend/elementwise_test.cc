@@ -412,7 +412,8 @@ TEST(ElementwiseTest, GdnGatesMatchReference) {
       for (int64_t i = 0; i < 2 * n; ++i) {
         ASSERT_EQ(std::isnan(base[i]), std::isnan(ref[i])) << i;
         if (std::isnan(ref[i])) continue;
-        ASSERT_NEAR(base[i], ref[i], kRelTol * std::max(1.0f, std::fabs(ref[i])))
+        const float tol = kRelTol * std::max(1.0f, std::fabs(ref[i]));
+        ASSERT_NEAR(base[i], ref[i], tol)
             << "heads " << heads << ", element " << i;
       }
       size_t differ = 0;
