@@ -1,7 +1,9 @@
 // cpu_ceilings_bench: in one run, the machine's ceilings and our MatMul
 // against them (design.md §8: performance is a ratio against a ceiling
 // measured in the same run).
-//   (a) f32 GEMM peak on a large square problem: OpenBLAS sgemm and our
+//   (a) the FMA rate of a thread (12 independent fma chains, 1 and all
+//       threads at once: the ceiling of any f32 product), then
+//       f32 GEMM peak on a large square problem: OpenBLAS sgemm and our
 //       kernel, 1 and 2 threads; the best is the GEMM ceiling. Where the CPU
 //       has AVX512_BF16, also our kernel's bf16 products (MatMulPrecision::
 //       kBF16: x rounded to bf16, VDPBF16PS, on weights packed as bf16
@@ -113,6 +115,75 @@ std::vector<std::vector<uint16_t>> CopiesBeyondL3(int64_t out, int64_t in,
     ws.push_back(ToBf16(RandomFloats(out * in, seed + static_cast<uint32_t>(c))));
   }
   return ws;
+}
+
+// ---- (a) the FMA rate --------------------------------------------------------
+
+// `iters` rounds of 12 independent fma chains (more than latency × ports),
+// kept in registers (the asm barrier stops the compiler from folding them):
+// what a core's FMA units reach with nothing else in the way, the ceiling of
+// any f32 product. Returns a value of the chains, so that none is dead.
+__attribute__((target("avx512f"))) float FmaChainsAvx512(int64_t iters) {
+  __m512 a0 = _mm512_set1_ps(1.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0,
+         a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;
+  const __m512 b = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iters; ++i) {
+#define TRIB_FMA(x) x = _mm512_fmadd_ps(x, b, c);
+    TRIB_FMA(a0) TRIB_FMA(a1) TRIB_FMA(a2) TRIB_FMA(a3) TRIB_FMA(a4)
+    TRIB_FMA(a5) TRIB_FMA(a6) TRIB_FMA(a7) TRIB_FMA(a8) TRIB_FMA(a9)
+    TRIB_FMA(a10) TRIB_FMA(a11)
+#undef TRIB_FMA
+    __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4),
+                     "+v"(a5), "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9),
+                     "+v"(a10), "+v"(a11));
+  }
+  const __m512 sum = _mm512_add_ps(
+      _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+      _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)),
+                    _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11))));
+  alignas(64) float out[16];  // (_mm512_reduce_add_ps trips GCC bug 105593)
+  _mm512_store_ps(out, sum);
+  return out[0];
+}
+
+__attribute__((target("avx2,fma"))) float FmaChainsAvx2(int64_t iters) {
+  __m256 a0 = _mm256_set1_ps(1.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0,
+         a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;
+  const __m256 b = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iters; ++i) {
+#define TRIB_FMA(x) x = _mm256_fmadd_ps(x, b, c);
+    TRIB_FMA(a0) TRIB_FMA(a1) TRIB_FMA(a2) TRIB_FMA(a3) TRIB_FMA(a4)
+    TRIB_FMA(a5) TRIB_FMA(a6) TRIB_FMA(a7) TRIB_FMA(a8) TRIB_FMA(a9)
+    TRIB_FMA(a10) TRIB_FMA(a11)
+#undef TRIB_FMA
+    __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4),
+                     "+x"(a5), "+x"(a6), "+x"(a7), "+x"(a8), "+x"(a9),
+                     "+x"(a10), "+x"(a11));
+  }
+  alignas(32) float out[8];
+  _mm256_store_ps(out, _mm256_add_ps(_mm256_add_ps(a0, a6), a11));
+  return out[0];
+}
+
+// GFLOP/s of the fma chains on `threads` threads at once, per thread.
+double FmaRatePerThread(int threads, int reps, ThreadPool* pool) {
+  constexpr int64_t kIters = 4'000'000;
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  std::vector<float> sink(threads);
+  const double s = BestSeconds(reps, [&] {
+    pool->ParallelForWorker(
+        threads,
+        [&](int, int64_t begin, int64_t end) {
+          for (int64_t t = begin; t < end; ++t) {
+            sink[t] = avx512 ? FmaChainsAvx512(kIters) : FmaChainsAvx2(kIters);
+          }
+        },
+        threads);
+  });
+  volatile float keep = sink[0];
+  (void)keep;
+  const double flops_per_iter = 12.0 * 2 * (avx512 ? 16 : 8);
+  return kIters * flops_per_iter / s / 1e9;
 }
 
 // ---- (b) DRAM read bandwidth ----------------------------------------------
@@ -266,6 +337,15 @@ int Main(const Flags& flags) {
   double bf16_peak = 0;  // 0: no AVX512_BF16
   if (want('a')) {
     Rule();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+      std::printf("(a) the FMA rate: 12 independent fma chains a thread "
+                  "(GFLOP/s a thread)\n");
+      for (int threads : {1, flags.threads}) {
+        std::printf("  fma chains          %d thr  %8.1f\n", threads,
+                    FmaRatePerThread(threads, flags.reps,
+                                     threads == 1 ? &pool1 : &pool_n));
+      }
+    }
     const int64_t g = flags.gemm_n;
     std::printf("(a) f32 GEMM %ld x %ld x %ld (GFLOP/s)\n",
                 static_cast<long>(g), static_cast<long>(g),
