@@ -1,8 +1,8 @@
 // cpu_ceilings_bench: in one run, the machine's ceilings and our MatMul
 // against them (design.md §8: performance is a ratio against a ceiling
 // measured in the same run).
-//   (a) the FMA rate of a thread (12 independent fma chains, 1 and all
-//       threads at once: the ceiling of any f32 product), then
+//   (a) the FMA rate of a thread (12 independent zmm fma chains, 1 and all
+//       threads at once: the ceiling of any f32 product; AVX-512 CPUs), then
 //       f32 GEMM peak on a large square problem: OpenBLAS sgemm and our
 //       kernel, 1 and 2 threads; the best is the GEMM ceiling. Where the CPU
 //       has AVX512_BF16, also our kernel's bf16 products (MatMulPrecision::
@@ -146,43 +146,31 @@ __attribute__((target("avx512f"))) float FmaChainsAvx512(int64_t iters) {
   return out[0];
 }
 
-__attribute__((target("avx2,fma"))) float FmaChainsAvx2(int64_t iters) {
-  __m256 a0 = _mm256_set1_ps(1.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0,
-         a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;
-  const __m256 b = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
-  for (int64_t i = 0; i < iters; ++i) {
-#define TRIB_FMA(x) x = _mm256_fmadd_ps(x, b, c);
-    TRIB_FMA(a0) TRIB_FMA(a1) TRIB_FMA(a2) TRIB_FMA(a3) TRIB_FMA(a4)
-    TRIB_FMA(a5) TRIB_FMA(a6) TRIB_FMA(a7) TRIB_FMA(a8) TRIB_FMA(a9)
-    TRIB_FMA(a10) TRIB_FMA(a11)
-#undef TRIB_FMA
-    __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4),
-                     "+x"(a5), "+x"(a6), "+x"(a7), "+x"(a8), "+x"(a9),
-                     "+x"(a10), "+x"(a11));
-  }
-  alignas(32) float out[8];
-  _mm256_store_ps(out, _mm256_add_ps(_mm256_add_ps(a0, a6), a11));
-  return out[0];
-}
-
-// GFLOP/s of the fma chains on `threads` threads at once, per thread.
-double FmaRatePerThread(int threads, int reps, ThreadPool* pool) {
-  constexpr int64_t kIters = 4'000'000;
-  const bool avx512 = __builtin_cpu_supports("avx512f");
+// The best of `reps` seconds of fn(t) run on threads t = 0 … threads − 1 at
+// once (one chunk each), its results kept so that none is dead.
+double BestSecondsOnThreads(int threads, int reps, ThreadPool* pool,
+                            const std::function<float(int64_t)>& fn) {
   std::vector<float> sink(threads);
   const double s = BestSeconds(reps, [&] {
     pool->ParallelForWorker(
         threads,
         [&](int, int64_t begin, int64_t end) {
-          for (int64_t t = begin; t < end; ++t) {
-            sink[t] = avx512 ? FmaChainsAvx512(kIters) : FmaChainsAvx2(kIters);
-          }
+          for (int64_t t = begin; t < end; ++t) sink[t] = fn(t);
         },
         threads);
   });
   volatile float keep = sink[0];
   (void)keep;
-  const double flops_per_iter = 12.0 * 2 * (avx512 ? 16 : 8);
+  return s;
+}
+
+// GFLOP/s of the fma chains on `threads` threads at once, per thread
+// (AVX-512 CPUs only).
+double FmaRatePerThread(int threads, int reps, ThreadPool* pool) {
+  constexpr int64_t kIters = 4'000'000;
+  const double s = BestSecondsOnThreads(
+      threads, reps, pool, [](int64_t) { return FmaChainsAvx512(kIters); });
+  const double flops_per_iter = 12.0 * 2 * 16;
   return kIters * flops_per_iter / s / 1e9;
 }
 
@@ -213,21 +201,11 @@ float SumScalar(const float* p, size_t n) {
 double DramReadGBs(const float* buf, size_t n, int threads, int reps,
                    ThreadPool* pool) {
   const bool avx2 = __builtin_cpu_supports("avx2");
-  std::vector<float> sink(threads);
-  const double s = BestSeconds(reps, [&] {
-    pool->ParallelForWorker(
-        threads,
-        [&](int, int64_t begin, int64_t end) {
-          for (int64_t t = begin; t < end; ++t) {
-            const size_t lo = n / threads * t, hi = n / threads * (t + 1);
-            sink[t] = avx2 ? SumAvx2(buf + lo, hi - lo)
-                           : SumScalar(buf + lo, hi - lo);
-          }
-        },
-        threads);
-  });
-  volatile float keep = sink[0];
-  (void)keep;
+  const double s =
+      BestSecondsOnThreads(threads, reps, pool, [&](int64_t t) {
+        const size_t lo = n / threads * t, hi = n / threads * (t + 1);
+        return avx2 ? SumAvx2(buf + lo, hi - lo) : SumScalar(buf + lo, hi - lo);
+      });
   return n * sizeof(float) / s / 1e9;
 }
 
@@ -337,7 +315,7 @@ int Main(const Flags& flags) {
   double bf16_peak = 0;  // 0: no AVX512_BF16
   if (want('a')) {
     Rule();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    if (__builtin_cpu_supports("avx512f")) {
       std::printf("(a) the FMA rate: 12 independent fma chains a thread "
                   "(GFLOP/s a thread)\n");
       for (int threads : {1, flags.threads}) {

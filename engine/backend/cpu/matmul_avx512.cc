@@ -422,88 +422,33 @@ TRIBUTARY_AVX512_BF16 void Bf16DotTileAvx512(int m, const uint16_t* x,
 // The f32 products on bf16 pairs (matmul_kernels.h, F32PairKernels): M
 // tokens × N groups of 16 weight rows, one zmm accumulator each (lane j of
 // group n is row 16n + j), at most the bf16 products' shapes (M·N
-// accumulators, N weights, one x). Per pair and parity: N weight loads
-// widened in registers (the even input: a 16-bit shift of the pair; the
-// odd: its high half masked), then a broadcast x element a token and M·N
+// accumulators, N weights, one x). Per pair and parity (PairStep): N weight
+// loads as f32 (PairWeights), then a broadcast x element a token and M·N
 // fmas.
-// One input of pair p into every accumulator: the even one (kOdd false: a
-// 16-bit shift of the pair) or the odd one (its high half masked), widened
-// for each group, then a broadcast x element a token and M·N fmas.
-template <int M, int N, bool kOdd>
+// Input kOdd of pair p of a group's 16 rows as f32: bf16 pairs widened in
+// registers (the even input: a 16-bit shift of the pair; the odd: its high
+// half masked), or weights already so widened (32 floats a pair: the even
+// inputs, then the odd; F32PairKernels::widen).
+template <bool kOdd>
+TRIBUTARY_AVX512 inline __m512 PairWeights(const uint16_t* group, int64_t p) {
+  const __m512i pair = _mm512_loadu_si512(group + 32 * p);
+  return _mm512_castsi512_ps(
+      kOdd ? _mm512_and_si512(
+                 pair, _mm512_set1_epi32(static_cast<int>(0xffff0000u)))
+           : _mm512_slli_epi32(pair, 16));
+}
+template <bool kOdd>
+TRIBUTARY_AVX512 inline __m512 PairWeights(const float* group, int64_t p) {
+  return _mm512_loadu_ps(group + 32 * p + (kOdd ? 16 : 0));
+}
+
+template <int M, int N, bool kOdd, typename W>
 TRIBUTARY_AVX512 inline void PairStep(const float* x, int64_t ldx,
-                                      const uint16_t* const* g, int64_t p,
+                                      const W* const* g, int64_t p,
                                       __m512 (&acc)[M][N]) {
   __m512 w[N];
 #pragma GCC unroll 12
-  for (int n = 0; n < N; ++n) {
-    const __m512i pair = _mm512_loadu_si512(g[n] + 32 * p);
-    w[n] = _mm512_castsi512_ps(
-        kOdd ? _mm512_and_si512(
-                   pair, _mm512_set1_epi32(static_cast<int>(0xffff0000u)))
-             : _mm512_slli_epi32(pair, 16));
-  }
-#pragma GCC unroll 8
-  for (int t = 0; t < M; ++t) {
-    const __m512 xv = _mm512_set1_ps(x[t * ldx + 2 * p + (kOdd ? 1 : 0)]);
-#pragma GCC unroll 12
-    for (int n = 0; n < N; ++n) acc[t][n] = _mm512_fmadd_ps(xv, w[n], acc[t][n]);
-  }
-}
-
-template <int M, int N>
-TRIBUTARY_AVX512 void F32PairTile(const float* x, int64_t ldx,
-                                  const uint16_t* const* group,
-                                  int64_t num_inputs, bool accumulate,
-                                  float* y, int64_t ldy, int rows_store,
-                                  const char* prefetch) {
-  __m512 acc[M][N];
-  LoadGroups<M, N>(acc, accumulate, y, ldy, rows_store);
-  const uint16_t* g[N];
-#pragma GCC unroll 12
-  for (int n = 0; n < N; ++n) g[n] = group[n];
-  constexpr int64_t kPrefetchBytesPerPair = N * 64;
-  const int64_t full_pairs = num_inputs / 2;
-  for (int64_t p = 0; p < full_pairs; ++p) {
-    PrefetchChunk<kPrefetchBytesPerPair>(prefetch, p);
-    PairStep<M, N, false>(x, ldx, g, p, acc);
-    PairStep<M, N, true>(x, ldx, g, p, acc);
-  }
-  // Half a pair: the even input only.
-  if (num_inputs % 2 != 0) PairStep<M, N, false>(x, ldx, g, full_pairs, acc);
-  StoreGroups<M, N>(acc, y, ldy, rows_store);
-}
-
-using F32PairTileFn = void (*)(const float*, int64_t, const uint16_t* const*,
-                               int64_t, bool, float*, int64_t, int,
-                               const char*);
-
-// F32PairKernels::widen: each pair's even inputs (a 16-bit shift) then its
-// odd ones (the high halves), as PairStep widens them in registers.
-TRIBUTARY_AVX512 void WidenPairsAvx512(const uint16_t* group, int64_t pairs,
-                                       float* out) {
-  for (int64_t p = 0; p < pairs; ++p) {
-    const __m512i pair = _mm512_loadu_si512(group + 32 * p);
-    _mm512_storeu_ps(out + 32 * p,
-                     _mm512_castsi512_ps(_mm512_slli_epi32(pair, 16)));
-    _mm512_storeu_ps(out + 32 * p + 16,
-                     _mm512_castsi512_ps(_mm512_and_si512(
-                         pair,
-                         _mm512_set1_epi32(static_cast<int>(0xffff0000u)))));
-  }
-}
-
-// PairStep on widened groups: the weights loaded as f32 (the widening done
-// once per block instead of once per token tile; it took 2 of the 18
-// vector-port operations per 16 fmas of an 8-token tile).
-template <int M, int N, bool kOdd>
-TRIBUTARY_AVX512 inline void WidePairStep(const float* x, int64_t ldx,
-                                          const float* const* g, int64_t p,
-                                          __m512 (&acc)[M][N]) {
-  __m512 w[N];
-#pragma GCC unroll 12
-  for (int n = 0; n < N; ++n) {
-    w[n] = _mm512_loadu_ps(g[n] + 32 * p + (kOdd ? 16 : 0));
-  }
+  for (int n = 0; n < N; ++n) w[n] = PairWeights<kOdd>(g[n], p);
 #pragma GCC unroll 8
   for (int t = 0; t < M; ++t) {
     const __m512 xv = _mm512_set1_ps(x[t * ldx + 2 * p + (kOdd ? 1 : 0)]);
@@ -514,32 +459,46 @@ TRIBUTARY_AVX512 inline void WidePairStep(const float* x, int64_t ldx,
   }
 }
 
-// F32PairTile on widened groups (F32PairKernels::wide_tile): the same
-// chains, in the same order. Its caller prefetches the weights (the next
-// slice, in bf16); `prefetch`, when not null, is prefetched as by
-// F32PairTile.
-template <int M, int N>
-TRIBUTARY_AVX512 void F32WideTile(const float* x, int64_t ldx,
-                                  const float* const* group,
-                                  int64_t num_inputs, bool accumulate,
-                                  float* y, int64_t ldy, int rows_store,
-                                  const char* prefetch) {
+// The tile on bf16 pairs (W = uint16_t: F32PairKernels::tile) or on pairs
+// widened once a slice (W = float: wide_tile, whose caller prefetches the
+// next slice itself and passes no `prefetch`): the same chains, in the same
+// order, so the same bits.
+template <int M, int N, typename W>
+TRIBUTARY_AVX512 void F32PairTile(const float* x, int64_t ldx,
+                                  const W* const* group, int64_t num_inputs,
+                                  bool accumulate, float* y, int64_t ldy,
+                                  int rows_store, const char* prefetch) {
   __m512 acc[M][N];
   LoadGroups<M, N>(acc, accumulate, y, ldy, rows_store);
-  const float* g[N];
+  const W* g[N];
 #pragma GCC unroll 12
   for (int n = 0; n < N; ++n) g[n] = group[n];
   constexpr int64_t kPrefetchBytesPerPair = N * 64;
   const int64_t full_pairs = num_inputs / 2;
   for (int64_t p = 0; p < full_pairs; ++p) {
     PrefetchChunk<kPrefetchBytesPerPair>(prefetch, p);
-    WidePairStep<M, N, false>(x, ldx, g, p, acc);
-    WidePairStep<M, N, true>(x, ldx, g, p, acc);
+    PairStep<M, N, false, W>(x, ldx, g, p, acc);
+    PairStep<M, N, true, W>(x, ldx, g, p, acc);
   }
+  // Half a pair: the even input only.
   if (num_inputs % 2 != 0) {
-    WidePairStep<M, N, false>(x, ldx, g, full_pairs, acc);
+    PairStep<M, N, false, W>(x, ldx, g, full_pairs, acc);
   }
   StoreGroups<M, N>(acc, y, ldy, rows_store);
+}
+
+using F32PairTileFn = void (*)(const float*, int64_t, const uint16_t* const*,
+                               int64_t, bool, float*, int64_t, int,
+                               const char*);
+
+// F32PairKernels::widen: each pair's even inputs, then its odd ones, as
+// the tile widens them in registers.
+TRIBUTARY_AVX512 void WidenPairsAvx512(const uint16_t* group, int64_t pairs,
+                                       float* out) {
+  for (int64_t p = 0; p < pairs; ++p) {
+    _mm512_storeu_ps(out + 32 * p, PairWeights<false>(group, p));
+    _mm512_storeu_ps(out + 32 * p + 16, PairWeights<true>(group, p));
+  }
 }
 
 using F32WideTileFn = void (*)(const float*, int64_t, const float* const*,
@@ -558,14 +517,14 @@ struct F32PairTiles {
   using Fn = F32PairTileFn;
   static constexpr const int* kGroups = kGroupsF32Pairs;
   template <int M, int N>
-  static constexpr Fn kTile = &F32PairTile<M, N>;
+  static constexpr Fn kTile = &F32PairTile<M, N, uint16_t>;
 };
 
 struct F32WideTiles {
   using Fn = F32WideTileFn;
   static constexpr const int* kGroups = kGroupsF32Pairs;
   template <int M, int N>
-  static constexpr Fn kTile = &F32WideTile<M, N>;
+  static constexpr Fn kTile = &F32PairTile<M, N, float>;
 };
 
 TRIBUTARY_AVX512 void F32WideTileAvx512(int m, const float* x, int64_t ldx,
