@@ -31,9 +31,11 @@
 // time the KV blocks, state slots and step buffers of that many sequences
 // (a 32-wide first wave of the default model: ~3,700 page faults, its two
 // 512-token prefill steps up to ~50 % slower), a cost of the process's first
-// such burst, not of serving that load; --warmup 1 keeps it in.
-// --cpu-matmul bf16 rounds the CPU
-// matmuls' inputs to bf16 (CpuBackendOptions::matmul_precision).
+// such burst, not of serving that load; --warmup 1 keeps it in. (On the CPU
+// a batch-1 step also has two speeds, ~20 % apart, depending on whether the
+// process has run a step in parts yet: bench/README.md, session 14.)
+// --cpu-matmul bf16 rounds the CPU matmuls' inputs to bf16
+// (CpuBackendOptions::matmul_precision).
 // --cpu-one-piece runs every CPU step in one piece, each op on all the
 // threads, rather than a step of several sequences in parts, one per thread
 // (CpuBackendOptions::step_in_parts): the same tokens, for an A/B.

@@ -110,12 +110,12 @@ struct Bf16DotKernels : PairTileKernels<uint16_t> {
 
 struct F32PairKernels : PairTileKernels<float> {
   // Optional (null on paths that widen in the tile only): the blocked form
-  // of the same products, for calls whose token tiles run several times over
-  // the same groups (prefill, a batched decode part). widen: `pairs` pairs of
-  // one group (64 bytes a pair, as `tile` reads them) to f32, 32 floats a
-  // pair: its 16 rows' even inputs, then their odd inputs (exact). wide_tile:
-  // `tile` on groups so widened (group[n]: group n's first pair, 32 floats a
-  // pair), the same chains in the same order, so the same bits.
+  // of the same products, for calls whose token tiles run many times over
+  // the same groups (prefill: RunWideSlices in matmul.cc). widen: `pairs`
+  // pairs of one group (64 bytes a pair, as `tile` reads them) to f32, 32
+  // floats a pair: its 16 rows' even inputs, then their odd inputs (exact).
+  // wide_tile: `tile` on groups so widened (group[n]: group n's first pair,
+  // 32 floats a pair), the same chains in the same order, so the same bits.
   void (*widen)(const uint16_t* group, int64_t pairs, float* out);
   void (*wide_tile)(int m, const float* x, int64_t ldx,
                     const float* const* group, int64_t count, bool accumulate,
