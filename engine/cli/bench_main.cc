@@ -269,7 +269,13 @@ absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(int64_t max_tokens_per_step,
                    args.GetInt("max-tokens-per-step", 512, 1, 1 << 24));
   ASSIGN_OR_RETURN(int64_t cache_mib, args.GetInt("cache-mib", 256, 1, 1 << 24));
-  ASSIGN_OR_RETURN(int64_t warmup, args.GetInt("warmup", -1, 0, 1 << 20));
+  // The warm-up defaults to the measured load's width.
+  const int64_t default_warmup =
+      args.Has("rate")  ? 1
+      : concurrency > 0 ? concurrency
+                        : std::min(num_requests, max_running);
+  ASSIGN_OR_RETURN(const int64_t warmup,
+                   args.GetInt("warmup", default_warmup, 0, 1 << 20));
   double rate = 0.0;
   if (args.Has("rate")) {
     const std::string text = *args.Get("rate");
@@ -304,11 +310,6 @@ absl::Status Run(int argc, char** argv) {
   if (args.Has("rate") && args.Has("concurrency")) {
     return absl::InvalidArgumentError(
         "give at most one of --concurrency C and --rate R");
-  }
-  if (!args.Has("warmup")) {  // the measured load's width
-    warmup = args.Has("rate")   ? 1
-             : concurrency > 0 ? concurrency
-                               : std::min(num_requests, max_running);
   }
   const bool json_output = args.Has("json");
   ASSIGN_OR_RETURN(BackendKind backend,

@@ -3,7 +3,7 @@
 // products, matrices packed once as bf16 pairs instead), the fast
 // kernels on a thread pool (matmul.h, elementwise.h, delta_rule.h,
 // attention.h), and the reference ops (reference_ops.h) for the few cheap
-// rest (embedding gather, GDN gates, RoPE, KV writes). Ops run synchronously on
+// rest (embedding gather, RoPE, KV writes). Ops run synchronously on
 // the calling thread (and the pool), so Synchronize() only reports errors. A
 // step of several sequences may run in parts (RunInParts), one per thread,
 // each part's ops on a one-thread backend of its own.

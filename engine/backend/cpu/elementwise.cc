@@ -240,10 +240,10 @@ void CausalConv1dSilu(const ConvSequence* sequences, int64_t num_sequences,
   if (num_sequences <= 0 || channels <= 0) return;
   const auto& kern = KernelsFor(isa);
   // The taps transposed to [kernel, channels], so that 16 channels of a tap
-  // are one vector load: widened by the vector kernel, then transposed, into
-  // a buffer of the calling thread kept across calls (a decode step makes
-  // one call per GDN layer; per-element loads and an allocation each time
-  // cost ~1 % of a batched decode step).
+  // are one vector load: widened by the vector kernel (WidenedWeight), then
+  // transposed into a buffer of the calling thread kept across calls (a
+  // decode step makes one call per GDN layer; converting element by element
+  // into a fresh vector cost ~1 % of a batched decode step).
   const WidenedWeight taps(w, w_type, channels * kernel, 0.0f, isa);
   // (The workers reach it through this pointer: a thread_local named in
   // the lambda would be each worker's own.)

@@ -487,10 +487,6 @@ TRIBUTARY_AVX512 void F32PairTile(const float* x, int64_t ldx,
   StoreGroups<M, N>(acc, y, ldy, rows_store);
 }
 
-using F32PairTileFn = void (*)(const float*, int64_t, const uint16_t* const*,
-                               int64_t, bool, float*, int64_t, int,
-                               const char*);
-
 // F32PairKernels::widen: each pair's even inputs, then its odd ones, as
 // the tile widens them in registers.
 TRIBUTARY_AVX512 void WidenPairsAvx512(const uint16_t* group, int64_t pairs,
@@ -501,10 +497,6 @@ TRIBUTARY_AVX512 void WidenPairsAvx512(const uint16_t* group, int64_t pairs,
   }
 }
 
-using F32WideTileFn = void (*)(const float*, int64_t, const float* const*,
-                               int64_t, bool, float*, int64_t, int,
-                               const char*);
-
 // Groups a tile: the bf16 products' shapes, except that one token takes 4
 // groups, not 12. Decode of one token streams the weights from memory, and
 // fewer streams at a time kept up with memory better on an Intel core: the
@@ -513,36 +505,25 @@ using F32WideTileFn = void (*)(const float*, int64_t, const float* const*,
 // stored rows' 16-lane tiles.
 constexpr int kGroupsF32Pairs[kMrBf16 + 1] = {0, 4, 10, 7, 6, 5, 4, 3, 3};
 
+// The f32 tiles on bf16 pairs (W = uint16_t) or on widened slices
+// (W = float), and their dispatcher (F32PairKernels::tile and wide_tile).
+template <typename W>
 struct F32PairTiles {
-  using Fn = F32PairTileFn;
+  using Fn = void (*)(const float*, int64_t, const W* const*, int64_t, bool,
+                      float*, int64_t, int, const char*);
   static constexpr const int* kGroups = kGroupsF32Pairs;
   template <int M, int N>
-  static constexpr Fn kTile = &F32PairTile<M, N, uint16_t>;
+  static constexpr Fn kTile = &F32PairTile<M, N, W>;
 };
 
-struct F32WideTiles {
-  using Fn = F32WideTileFn;
-  static constexpr const int* kGroups = kGroupsF32Pairs;
-  template <int M, int N>
-  static constexpr Fn kTile = &F32PairTile<M, N, float>;
-};
-
-TRIBUTARY_AVX512 void F32WideTileAvx512(int m, const float* x, int64_t ldx,
-                                        const float* const* group,
-                                        int64_t num_inputs, bool accumulate,
-                                        float* y, int64_t ldy, int rows_store,
-                                        const char* prefetch) {
-  RunPairTile<F32WideTiles>(m, rows_store, prefetch, x, ldx, group,
-                            num_inputs, accumulate, y, ldy);
-}
-
+template <typename W>
 TRIBUTARY_AVX512 void F32PairTileAvx512(int m, const float* x, int64_t ldx,
-                                        const uint16_t* const* group,
+                                        const W* const* group,
                                         int64_t num_inputs, bool accumulate,
                                         float* y, int64_t ldy, int rows_store,
                                         const char* prefetch) {
-  RunPairTile<F32PairTiles>(m, rows_store, prefetch, x, ldx, group,
-                            num_inputs, accumulate, y, ldy);
+  RunPairTile<F32PairTiles<W>>(m, rows_store, prefetch, x, ldx, group,
+                               num_inputs, accumulate, y, ldy);
 }
 
 // F32ToBf16 on 16 floats, in integer arithmetic (the same bits, NaN
@@ -594,9 +575,9 @@ const F32PairKernels& Avx512F32PairKernels() {
        {0, kGroupsF32Pairs[1], kGroupsF32Pairs[2], kGroupsF32Pairs[3],
         kGroupsF32Pairs[4], kGroupsF32Pairs[5], kGroupsF32Pairs[6],
         kGroupsF32Pairs[7], kGroupsF32Pairs[8]},
-       &F32PairTileAvx512},
+       &F32PairTileAvx512<uint16_t>},
       &WidenPairsAvx512,
-      &F32WideTileAvx512};
+      &F32PairTileAvx512<float>};
   return kernels;
 }
 
