@@ -31,9 +31,16 @@ namespace {
 constexpr int64_t kPackBytes = 384 * 1024;
 // Threads split the output features in units of this many rows.
 constexpr int64_t kRowsPerUnit = 16;
-// Below this many multiply-adds a call stays on the calling thread: waking a
-// worker costs more than the work.
-constexpr int64_t kMinParallelMacs = int64_t{1} << 18;
+// Below this many multiply-adds a call stays on the calling thread: handing
+// a chunk to a worker (~1 µs while it spins, a wake-up when it sleeps)
+// costs more than the work. At one token a product streams its weights from
+// the shared cache (the default model's 15 MB do not fit a core's L2), and
+// two cores streaming at once are nearly twice as fast as one: with 2^18
+// here the batch-1 down projection (196 k multiply-adds) ran on one thread
+// at 0.125 ms a step, on two at 0.070 ms, and a batch-1 step went from
+// 0.58 to 0.47 ms (bench/README.md, session 15). 2^15 multiply-adds are
+// 64 KiB of bf16 weights, ~3 µs on one core.
+constexpr int64_t kMinParallelMacs = int64_t{1} << 15;
 // From this many tokens a product is compute-bound and each thread takes one
 // contiguous share (the pool's smaller chunks cut its tiles short); below,
 // it streams its weights and the pool's claimed chunks balance the threads.
