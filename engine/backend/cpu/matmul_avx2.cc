@@ -361,6 +361,8 @@ const F32PairKernels& Avx2F32PairKernels() {
         0, 0, 0, 0},
        &F32PairTileAvx2},
       nullptr,
+      nullptr,
+      nullptr,
       nullptr};
   return kernels;
 }

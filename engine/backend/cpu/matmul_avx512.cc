@@ -305,7 +305,7 @@ template <int M, int N>
 TRIBUTARY_AVX512 inline void LoadGroups(__m512 (&acc)[M][N], bool accumulate,
                                         const float* y, int64_t ldy,
                                         int rows_store) {
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int t = 0; t < M; ++t) {
 #pragma GCC unroll 12
     for (int n = 0; n < N; ++n) {
@@ -320,7 +320,7 @@ TRIBUTARY_AVX512 inline void LoadGroups(__m512 (&acc)[M][N], bool accumulate,
 template <int M, int N>
 TRIBUTARY_AVX512 inline void StoreGroups(const __m512 (&acc)[M][N], float* y,
                                          int64_t ldy, int rows_store) {
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int t = 0; t < M; ++t) {
 #pragma GCC unroll 12
     for (int n = 0; n < N; ++n) {
@@ -526,6 +526,81 @@ TRIBUTARY_AVX512 void F32PairTileAvx512(int m, const float* x, int64_t ldx,
                                num_inputs, accumulate, y, ldy);
 }
 
+// F32PairKernels::transpose: input i of the m tokens, gathered from their
+// rows into one vector a step (the lanes from m on keep what xt held).
+TRIBUTARY_AVX512 void TransposeXAvx512(const float* x, int64_t ldx, int m,
+                                       int64_t count, float* xt) {
+  static_assert(kTransposedTokens == 16, "one zmm of tokens an input");
+  const __mmask16 tokens = static_cast<__mmask16>((1u << m) - 1);
+  // Row offsets in floats: t · ldx fits 32 bits for any x a step holds
+  // (ldx is a layer's width).
+  const __m512i rows = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+      _mm512_set1_epi32(static_cast<int>(ldx)));
+  for (int64_t i = 0; i < count; ++i) {
+    const __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), tokens,
+                                              rows, x + i, 4);
+    _mm512_mask_store_ps(xt + kTransposedTokens * i, tokens, v);
+  }
+}
+
+// F32PairKernels::transposed_tile: M tokens × one group. Per pair: one
+// weight load widened twice (PairWeights), then 2·M fmas whose x operand is
+// a broadcast from xt at a fixed offset. 16 × 1 spends 2 of 34 vector
+// operations a pair widening, where 8 × 3 spends 6 of 54.
+template <int M>
+TRIBUTARY_AVX512 void F32TransposedTile(const float* xt,
+                                        const uint16_t* group,
+                                        int64_t num_inputs, bool accumulate,
+                                        float* y, int64_t ldy, int rows_store,
+                                        const char* prefetch) {
+  __m512 acc[M][1];
+  LoadGroups<M, 1>(acc, accumulate, y, ldy, rows_store);
+  const int64_t full_pairs = num_inputs / 2;
+  for (int64_t p = 0; p < full_pairs; ++p) {
+    PrefetchChunk<64>(prefetch, p);
+    const __m512 even = PairWeights<false>(group, p);
+    const __m512 odd = PairWeights<true>(group, p);
+    const float* xp = xt + 2 * kTransposedTokens * p;
+#pragma GCC unroll 16
+    for (int t = 0; t < M; ++t) {
+      acc[t][0] = _mm512_fmadd_ps(_mm512_set1_ps(xp[t]), even, acc[t][0]);
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < M; ++t) {
+      acc[t][0] = _mm512_fmadd_ps(_mm512_set1_ps(xp[kTransposedTokens + t]),
+                                  odd, acc[t][0]);
+    }
+  }
+  if (num_inputs % 2 != 0) {  // half a pair: the even input only
+    const __m512 even = PairWeights<false>(group, full_pairs);
+    const float* xp = xt + 2 * kTransposedTokens * full_pairs;
+#pragma GCC unroll 16
+    for (int t = 0; t < M; ++t) {
+      acc[t][0] = _mm512_fmadd_ps(_mm512_set1_ps(xp[t]), even, acc[t][0]);
+    }
+  }
+  StoreGroups<M, 1>(acc, y, ldy, rows_store);
+}
+
+template <int... M>
+constexpr auto TransposedTiles(std::integer_sequence<int, M...>) {
+  return std::array<decltype(&F32TransposedTile<1>), sizeof...(M)>{
+      &F32TransposedTile<M + 1>...};
+}
+
+TRIBUTARY_AVX512 void F32TransposedTileAvx512(int m, const float* xt,
+                                              const uint16_t* group,
+                                              int64_t num_inputs,
+                                              bool accumulate, float* y,
+                                              int64_t ldy, int rows_store,
+                                              const char* prefetch) {
+  static constexpr auto kTiles = TransposedTiles(
+      std::make_integer_sequence<int, kTransposedTokens>());
+  kTiles[std::clamp(m, 1, kTransposedTokens) - 1](
+      xt, group, num_inputs, accumulate, y, ldy, rows_store, prefetch);
+}
+
 // F32ToBf16 on 16 floats, in integer arithmetic (the same bits, NaN
 // included; VCVTNEPS2BF16 would read f32 subnormals as zero).
 TRIBUTARY_AVX512 inline __m256i RoundToBf16x16(__m512i u) {
@@ -577,7 +652,9 @@ const F32PairKernels& Avx512F32PairKernels() {
         kGroupsF32Pairs[7], kGroupsF32Pairs[8]},
        &F32PairTileAvx512<uint16_t>},
       &WidenPairsAvx512,
-      &F32PairTileAvx512<float>};
+      &F32PairTileAvx512<float>,
+      &TransposeXAvx512,
+      &F32TransposedTileAvx512};
   return kernels;
 }
 

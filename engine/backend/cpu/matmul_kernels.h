@@ -121,7 +121,22 @@ struct F32PairKernels : PairTileKernels<float> {
                     const float* const* group, int64_t count, bool accumulate,
                     float* y, int64_t ldy, int rows_store,
                     const char* prefetch);
+  // Optional (null on paths without it): the form for one token tile of
+  // mr < m <= kTransposedTokens tokens (a decode part of 9–16 sequences),
+  // which reads every weight once. transpose: xt[kTransposedTokens · i + t]
+  // = x[t · ldx + i] for t < m, i < count (xt 64-byte aligned; tokens from
+  // m on are left as they are). transposed_tile: `tile`'s chains for m
+  // tokens on one group of 16 rows, x transposed so (every token's input
+  // at a fixed offset from one pointer: m per-token pointers do not fit
+  // the general registers), the same order, so the same bits; `prefetch`
+  // as `tile`'s, for one group.
+  void (*transpose)(const float* x, int64_t ldx, int m, int64_t count,
+                    float* xt);
+  void (*transposed_tile)(int m, const float* xt, const uint16_t* group,
+                          int64_t count, bool accumulate, float* y,
+                          int64_t ldy, int rows_store, const char* prefetch);
 };
+constexpr int kTransposedTokens = 16;
 
 const MatMulKernels& ScalarKernels();
 const MatMulKernels& Avx2Kernels();    // needs AVX2, FMA, F16C

@@ -155,6 +155,8 @@ const F32PairKernels& ScalarF32PairKernels() {
   static const F32PairKernels kernels{
       {kMr, {0, kNr, kNr, kNr, kNr, 0, 0, 0, 0}, &F32PairTileScalar},
       nullptr,
+      nullptr,
+      nullptr,
       nullptr};
   return kernels;
 }

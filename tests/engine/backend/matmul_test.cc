@@ -658,6 +658,9 @@ TEST(MatMulF32PairsTest, IsOneFmaChainPerOutputOnEveryPathAndShape) {
       // Every token count's widest tiles (2 × 10 groups … 7 × 3).
       {2, 64, 170},  {3, 64, 120},   {4, 65, 100},  {6, 64, 70},
       {7, 63, 60},
+      // One token tile of 9–16 tokens (x transposed, one group a tile):
+      // an odd K over two stretches of x, K = 1, two segments, 16 tokens.
+      {12, 513, 33}, {13, 1, 17}, {16, 768, 70}, {10, 4097, 20},
       // Prefill over more than one block of groups, in two segments, on
       // two threads.
       {20, 2100, 260},
