@@ -8,10 +8,12 @@
 # concurrency the median tok/s, the mean batch, the engine loop's share of
 # a step (time outside the forward pass), and the median gain.
 # C = 1 is measured twice a round: after its default warm-up (one request:
-# "1"), and after a warm-up of 32 requests at once ("1w"). On the CPU a
-# batch-1 step runs ~20 % faster once the process has run a step in parts
-# (bench/README.md, session 14: not yet explained), so the gain is reported
-# against both. Extra flags that set --warmup themselves leave "1w" out.
+# "1"), and after a warm-up of 32 requests at once ("1w"). On the Intel VM a
+# batch-1 step ran ~20 % faster after both cores had read the shared cache
+# hard at once (a state of the machine that falls after ~100 ms idle;
+# bench/README.md, sessions 14 and 15); since batch-1 products run on both
+# cores the two are within ~7 %, and the gain is still reported against
+# both. Extra flags that set --warmup themselves leave "1w" out.
 #   bench/engine/batching_gain.sh [BUILD_DIR [ROUNDS]] [-- tributary-bench flags]
 # (defaults: build, 5 rounds). The extra flags come after the fixed ones, so
 # they can change the load (e.g. --cpu-matmul bf16), but one that repeats a
