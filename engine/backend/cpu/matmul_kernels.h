@@ -126,10 +126,10 @@ struct F32PairKernels : PairTileKernels<float> {
   // which reads every weight once. transpose: xt[kTransposedTokens · i + t]
   // = x[t · ldx + i] for t < m, i < count (xt 64-byte aligned; tokens from
   // m on are left as they are). transposed_tile: `tile`'s chains for m
-  // tokens on one group of 16 rows, x transposed so (every token's input
-  // at a fixed offset from one pointer: m per-token pointers do not fit
-  // the general registers), the same order, so the same bits; `prefetch`
-  // as `tile`'s, for one group.
+  // tokens on one group of 16 rows, reading x so transposed that every
+  // token's input sits at a fixed offset from one pointer (m per-token
+  // pointers do not fit the general registers): the same order, so the
+  // same bits; `prefetch` as `tile`'s, for one group.
   void (*transpose)(const float* x, int64_t ldx, int m, int64_t count,
                     float* xt);
   void (*transposed_tile)(int m, const float* xt, const uint16_t* group,
