@@ -41,10 +41,17 @@ constexpr int64_t kRowsPerUnit = 16;
 // 0.58 to 0.47 ms (bench/README.md, session 15). 2^15 multiply-adds are
 // 64 KiB of bf16 weights, ~3 µs on one core.
 constexpr int64_t kMinParallelMacs = int64_t{1} << 15;
-// From this many tokens a product is compute-bound and each thread takes one
-// contiguous share (the pool's smaller chunks cut its tiles short); below,
-// it streams its weights and the pool's claimed chunks balance the threads.
-constexpr int64_t kTokensForWholeShares = 8;
+// Each thread takes one contiguous share of a product's output rows (one
+// chunk a thread; the caller still takes a late worker's share). From 8
+// tokens (compute-bound) the pool's smaller chunks cut the tiles short
+// (session 8). Below, where the product streams its weights, session 8 kept
+// 4 chunks a thread to balance the threads (Zen 4: the mid-size model's
+// batch-1 step 2–7 % slower in whole shares); on the Intel VM whole shares
+// won there too, since each claimed chunk moves the pool's shared lines
+// between the cores (an empty ParallelFor: 0.9 µs in 2 chunks, 1.7 µs in
+// 8): batch-1 step, best of 6 alternated, 0.46–0.54 → 0.43–0.47 ms on the
+// default model, 10.4–10.9 → 9.6–10.4 ms on the mid-size one
+// (bench/README.md, session 15).
 
 const MatMulKernels& KernelsFor(MatMulIsa isa) {
   switch (isa) {
@@ -644,9 +651,7 @@ void RunProducts(MatMulIsa isa, const float* x, int64_t num_tokens,
         run_units(static_cast<float*>(pool->WorkerScratch(worker, scratch_bytes)),
                   begin, end);
       },
-      macs < kMinParallelMacs ? 1
-      : num_tokens >= kTokensForWholeShares ? pool->num_threads()
-                                            : ThreadPool::kNoLimit);
+      macs < kMinParallelMacs ? 1 : pool->num_threads());
 }
 
 }  // namespace
