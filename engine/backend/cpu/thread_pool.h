@@ -77,7 +77,8 @@ class ThreadPool {
 
   // Chunks per thread of a call: enough that a late thread's share can be
   // taken over by the others, few enough that a chunk stays a good piece of
-  // work (the matmul's chunks are still 6 × 16 weight rows at 768 rows).
+  // work. (The matmul asks for one chunk a thread: each claim moves this
+  // pool's shared cache lines between the cores; matmul.cc.)
   static constexpr int kChunksPerThread = 4;
 
   // How long a worker (and a waiting caller) polls before it blocks. Long
