@@ -305,6 +305,16 @@ int64_t TileCount(const F32PairKernels&, int64_t pairs, int64_t inputs) {
   return std::min(2 * pairs, inputs);
 }
 
+// A 64-byte-aligned buffer of at least `floats` floats, the calling
+// thread's, kept across calls (RunWideSlices and RunTransposed, never both
+// at once): a zmm load or store across two cache lines costs two.
+float* AlignedThreadFloats(size_t floats) {
+  thread_local std::vector<float> buffer;
+  if (buffer.size() < floats + 16) buffer.resize(floats + 16);
+  return reinterpret_cast<float*>(
+      (reinterpret_cast<uintptr_t>(buffer.data()) + 63) & ~uintptr_t{63});
+}
+
 // RunGroups' f32 products of more than one token tile on one segment (`len`
 // pairs a group, `count` inputs, x at the segment's first input): a tile's
 // groups kWideSlicePairs pairs at a time are widened to f32 once
@@ -327,12 +337,8 @@ void RunWideSlices(const F32PairKernels& kern, const Problem& p,
                    bool accumulate) {
   const int64_t group_bytes = len * 64;
   const int n_max = kern.groups[kern.mr];  // every token count takes as many
-  // 64-byte aligned: a zmm load or store across two cache lines costs two.
-  thread_local std::vector<float> wide_buffer;
-  const size_t need = static_cast<size_t>(n_max * kWideSlicePairs * 32 + 16);
-  if (wide_buffer.size() < need) wide_buffer.resize(need);
-  float* const wide = reinterpret_cast<float*>(
-      (reinterpret_cast<uintptr_t>(wide_buffer.data()) + 63) & ~uintptr_t{63});
+  float* const wide =
+      AlignedThreadFloats(static_cast<size_t>(n_max * kWideSlicePairs * 32));
   const float* group[matmul_internal::kMaxTileGroups];
   for (int64_t g = g_begin; g < g_end; g += n_max) {
     const int n_groups = static_cast<int>(std::min<int64_t>(n_max, g_end - g));
@@ -395,12 +401,8 @@ void RunTransposed(const F32PairKernels& kern, const Problem& p,
   constexpr int64_t kT = matmul_internal::kTransposedTokens;
   const int m = static_cast<int>(p.num_tokens);
   const int64_t group_bytes = len * 64;
-  // 64-byte aligned: the tile's broadcasts then never split a cache line.
-  thread_local std::vector<float> xt_buffer;
-  const size_t need = static_cast<size_t>(2 * kTransposedPairs * kT + 16);
-  if (xt_buffer.size() < need) xt_buffer.resize(need);
-  float* const xt = reinterpret_cast<float*>(
-      (reinterpret_cast<uintptr_t>(xt_buffer.data()) + 63) & ~uintptr_t{63});
+  float* const xt =
+      AlignedThreadFloats(static_cast<size_t>(2 * kTransposedPairs * kT));
   for (int64_t q0 = 0; q0 < len; q0 += kTransposedPairs) {
     const int64_t q_len = std::min(kTransposedPairs, len - q0);
     const int64_t inputs = std::min(2 * q_len, count - 2 * q0);
