@@ -544,6 +544,17 @@ TRIBUTARY_AVX512 void TransposeXAvx512(const float* x, int64_t ldx, int m,
   }
 }
 
+// One input of every token into the M accumulators: input j of the
+// transposed stretch at xp (xt's row of that input), times w.
+template <int M>
+TRIBUTARY_AVX512 inline void TransposedInput(const float* xp, __m512 w,
+                                             __m512 (&acc)[M][1]) {
+#pragma GCC unroll 16
+  for (int t = 0; t < M; ++t) {
+    acc[t][0] = _mm512_fmadd_ps(_mm512_set1_ps(xp[t]), w, acc[t][0]);
+  }
+}
+
 // F32PairKernels::transposed_tile: M tokens × one group. Per pair: one
 // weight load widened twice (PairWeights), then 2·M fmas whose x operand is
 // a broadcast from xt at a fixed offset. 16 × 1 spends 2 of 34 vector
@@ -559,34 +570,24 @@ TRIBUTARY_AVX512 void F32TransposedTile(const float* xt,
   const int64_t full_pairs = num_inputs / 2;
   for (int64_t p = 0; p < full_pairs; ++p) {
     PrefetchChunk<64>(prefetch, p);
-    const __m512 even = PairWeights<false>(group, p);
-    const __m512 odd = PairWeights<true>(group, p);
     const float* xp = xt + 2 * kTransposedTokens * p;
-#pragma GCC unroll 16
-    for (int t = 0; t < M; ++t) {
-      acc[t][0] = _mm512_fmadd_ps(_mm512_set1_ps(xp[t]), even, acc[t][0]);
-    }
-#pragma GCC unroll 16
-    for (int t = 0; t < M; ++t) {
-      acc[t][0] = _mm512_fmadd_ps(_mm512_set1_ps(xp[kTransposedTokens + t]),
-                                  odd, acc[t][0]);
-    }
+    TransposedInput<M>(xp, PairWeights<false>(group, p), acc);
+    TransposedInput<M>(xp + kTransposedTokens, PairWeights<true>(group, p),
+                       acc);
   }
   if (num_inputs % 2 != 0) {  // half a pair: the even input only
-    const __m512 even = PairWeights<false>(group, full_pairs);
-    const float* xp = xt + 2 * kTransposedTokens * full_pairs;
-#pragma GCC unroll 16
-    for (int t = 0; t < M; ++t) {
-      acc[t][0] = _mm512_fmadd_ps(_mm512_set1_ps(xp[t]), even, acc[t][0]);
-    }
+    TransposedInput<M>(xt + 2 * kTransposedTokens * full_pairs,
+                       PairWeights<false>(group, full_pairs), acc);
   }
   StoreGroups<M, 1>(acc, y, ldy, rows_store);
 }
 
-template <int... M>
-constexpr auto TransposedTiles(std::integer_sequence<int, M...>) {
-  return std::array<decltype(&F32TransposedTile<1>), sizeof...(M)>{
-      &F32TransposedTile<M + 1>...};
+// The tiles of kMrBf16 + 1 … kTransposedTokens tokens: the transposed form
+// runs only where the 8-token tiles would take more than one token tile.
+template <int... I>
+constexpr auto TransposedTiles(std::integer_sequence<int, I...>) {
+  return std::array<decltype(&F32TransposedTile<kTransposedTokens>),
+                    sizeof...(I)>{&F32TransposedTile<kMrBf16 + 1 + I>...};
 }
 
 TRIBUTARY_AVX512 void F32TransposedTileAvx512(int m, const float* xt,
@@ -596,8 +597,8 @@ TRIBUTARY_AVX512 void F32TransposedTileAvx512(int m, const float* xt,
                                               int64_t ldy, int rows_store,
                                               const char* prefetch) {
   static constexpr auto kTiles = TransposedTiles(
-      std::make_integer_sequence<int, kTransposedTokens>());
-  kTiles[std::clamp(m, 1, kTransposedTokens) - 1](
+      std::make_integer_sequence<int, kTransposedTokens - kMrBf16>());
+  kTiles[std::clamp(m, kMrBf16 + 1, kTransposedTokens) - kMrBf16 - 1](
       xt, group, num_inputs, accumulate, y, ldy, rows_store, prefetch);
 }
 
