@@ -205,24 +205,30 @@ void GdnGates(const float* a, const float* b, int64_t num_tokens,
               float* beta, ThreadPool* pool, MatMulIsa isa) {
   const auto& kern = KernelsFor(isa);
   const int64_t n = num_tokens * num_heads;
-  // Each gate's head's values, as the reference computes them per gate.
-  std::vector<float> bias(static_cast<size_t>(n));
-  std::vector<float> neg_rate(static_cast<size_t>(n));
+  if (n <= 0) return;
+  // Each head's values, as the reference computes them per gate, repeated
+  // for kUnit gates past the last head: the kUnit gates from gate i read
+  // them from head i mod num_heads on.
+  const int64_t period = num_heads + kUnit;
+  std::vector<float> bias(static_cast<size_t>(period));
+  std::vector<float> neg_rate(static_cast<size_t>(period));
   for (int64_t h = 0; h < num_heads; ++h) {
     bias[h] = LoadAsF32(dt_bias, dt_bias_type, h);
     neg_rate[h] = -std::exp(LoadAsF32(a_log, a_log_type, h));
   }
-  for (int64_t t = 1; t < num_tokens; ++t) {
-    std::copy_n(bias.begin(), num_heads, bias.begin() + t * num_heads);
-    std::copy_n(neg_rate.begin(), num_heads, neg_rate.begin() + t * num_heads);
+  for (int64_t i = num_heads; i < period; ++i) {
+    bias[i] = bias[i % num_heads];
+    neg_rate[i] = neg_rate[i % num_heads];
   }
   ForUnits(pool, (n + kUnit - 1) / kUnit, 3 * kExpWork * n,
            [&](int64_t b_unit, int64_t e_unit) {
-             const int64_t begin = b_unit * kUnit,
-                           end = std::min(e_unit * kUnit, n);
-             kern.gdn_gates(a + begin, b + begin, end - begin,
-                            bias.data() + begin, neg_rate.data() + begin,
-                            g + begin, beta + begin);
+             for (int64_t unit = b_unit; unit < e_unit; ++unit) {
+               const int64_t begin = unit * kUnit;
+               const int64_t head = begin % num_heads;
+               kern.gdn_gates(a + begin, b + begin,
+                              std::min(kUnit, n - begin), bias.data() + head,
+                              neg_rate.data() + head, g + begin, beta + begin);
+             }
            });
 }
 

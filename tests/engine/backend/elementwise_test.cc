@@ -377,7 +377,7 @@ TEST(ElementwiseTest, ArgMaxRowsIsTheReferencesFirstLargest) {
 // sigmoid's, a NaN; the bits of every path and pool alike, and all but
 // rare ones the reference's.
 TEST(ElementwiseTest, GdnGatesMatchReference) {
-  for (int64_t heads : {int64_t{1}, int64_t{8}, int64_t{48}}) {
+  for (int64_t heads : {int64_t{1}, int64_t{5}, int64_t{8}, int64_t{48}}) {
     const int64_t tokens = 4096 / heads + 3;
     const int64_t n = tokens * heads;
     std::vector<float> a(n), b(n);
