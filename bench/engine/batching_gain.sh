@@ -12,7 +12,8 @@
 # batch-1 step ran ~20 % faster after both cores had read the shared cache
 # hard at once (a state of the machine that falls after ~100 ms idle;
 # bench/README.md, sessions 14 and 15); since batch-1 products run on both
-# cores the two are 7–17 % apart, and the gain is reported against both. Extra flags that set --warmup themselves leave "1w" out.
+# cores the two are 7–17 % apart, and the gain is reported against both.
+# Extra flags that set --warmup themselves leave "1w" out.
 #   bench/engine/batching_gain.sh [BUILD_DIR [ROUNDS]] [-- tributary-bench flags]
 # (defaults: build, 5 rounds). The extra flags come after the fixed ones, so
 # they can change the load (e.g. --cpu-matmul bf16), but one that repeats a

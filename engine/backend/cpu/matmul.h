@@ -108,9 +108,10 @@ enum class WeightLayout : uint8_t {
   kRows,
   // bf16 weights packed by PackBf16Pairs. kF32 products on them run one
   // fma chain per output over the inputs in order (matmul_kernels.h: 16
-  // outputs a vector, the weights widened in registers, no lane tree; from
-  // 96 tokens on AVX-512, widened once a 64-pair slice for every token
-  // tile), kBF16 products their pair chains. The CPU backend packs
+  // outputs a vector, the weights widened in registers, no lane tree; on
+  // AVX-512, 9–16 tokens read x transposed and 96 or more widen the weights
+  // once a 64-pair slice for every token tile), kBF16 products their pair
+  // chains. The CPU backend packs
   // every bf16 matrix so (CpuBackend::PrepareMatMulWeight).
   kBf16Pairs,
 };
