@@ -147,14 +147,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   // state slot (conv window and recurrent state in every GDN layer).
   const int64_t act = static_cast<int64_t>(
       ElementTypeSizeBytes(impl->backend->activation_type()));
-  const int64_t kv_block_bytes = config.num_full_attention_layers() * 2 *
-                                 sc.kv_block_size * config.num_key_value_heads *
-                                 config.head_dim * act;
-  const int64_t state_slot_bytes =
-      config.num_linear_attention_layers() *
-      ((config.linear_conv_kernel_dim - 1) * config.linear_conv_dim() * act +
-       config.linear_num_value_heads * config.linear_key_head_dim *
-           config.linear_value_head_dim * static_cast<int64_t>(sizeof(float)));
+  const ForwardWork work = ForwardWorkOf(config, model.weights(), act);
+  const int64_t kv_block_bytes = sc.kv_block_size * work.kv_bytes_per_token;
+  const int64_t state_slot_bytes = work.state_bytes_per_sequence;
   if (sc.num_kv_blocks == 0 && sc.num_state_slots == 0) {
     CacheMemoryBudget budget;
     budget.memory_budget_bytes = options.cache_memory_budget_bytes;
@@ -213,6 +208,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   Impl* raw = impl.get();
   std::unique_ptr<Engine> engine(new Engine(std::move(impl)));
   engine->capacity_ = capacity;
+  engine->forward_work_ = work;
   raw->thread = std::thread([raw] { raw->Run(); });
   if (!options.engine_cpus.empty()) {
     cpu_set_t set;

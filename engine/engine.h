@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "engine/backend/backend_factory.h"
+#include "engine/model/forward_work.h"
 #include "engine/request.h"
 #include "engine/scheduler/scheduler_config.h"
 
@@ -35,6 +36,11 @@ struct StepStats {
   int64_t num_sequences = 0;             // in the batch
   int64_t num_tokens = 0;                // new tokens in the batch
   int64_t num_sampled = 0;               // sequences that sampled a token
+  // Query-key pairs the attention layers scored (Σ over new tokens of
+  // their position + 1) and Σ over sequences of the tokens cached after the
+  // step: with the counts above, the step's shape for ForwardWork.
+  int64_t attended_keys = 0;
+  int64_t context_tokens = 0;
   int64_t num_preempted = 0;             // preempted by this step's Schedule()
   int64_t num_waiting = 0;               // after the step
   double kv_block_usage = 0.0;           // after the step, in [0, 1]
@@ -172,6 +178,10 @@ class Engine {
   };
   const Capacity& capacity() const { return capacity_; }
 
+  // What a step of this model must do at the least (FLOPs and bytes, for a
+  // benchmark's roofline; the cache sizes above come from it).
+  const ForwardWork& forward_work() const { return forward_work_; }
+
   // A snapshot published by the engine thread when it takes new work, when
   // a step is scheduled and after every step (for tests and metrics).
   struct Counts {
@@ -195,6 +205,7 @@ class Engine {
 
   std::unique_ptr<Impl> impl_;
   Capacity capacity_;
+  ForwardWork forward_work_;
 };
 
 }  // namespace tributary

@@ -454,6 +454,9 @@ bool Engine::Impl::Step() {
     stats.num_tokens = plan.num_tokens();
     for (const ScheduledSequence& seq : plan.sequences) {
       if (seq.samples_token()) ++stats.num_sampled;
+      const int64_t n = seq.num_tokens, cached = seq.first_position + n;
+      stats.attended_keys += n * seq.first_position + n * (n + 1) / 2;
+      stats.context_tokens += cached;
     }
     stats.num_preempted = static_cast<int64_t>(plan.preempted_ids.size());
     stats.num_waiting = scheduler->num_waiting();

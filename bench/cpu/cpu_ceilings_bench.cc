@@ -23,11 +23,15 @@
 //       OpenBLAS by row length, T = 512 tokens × 1024 outputs, K from 256 to
 //       5120 inputs, 1 and all threads, as the ratio ours / OpenBLAS of the
 //       same shape in the same run.
+//   (r) on request only: the ceilings of a tributary-bench roofline, the FMA
+//       rate of all threads and their read rate of a --read_bytes buffer
+//       (the model's weight bytes), ending with one JSON line.
 // Every number is the best of --reps repetitions (the machine is shared).
 // Flags: --reps N (default 5), --gemm_n=N (default 2048), --dram_mib=N
 // (default 1024), --threads=N (default 2: the "all cores" column),
-// --sections=abc (a subset of a, b, c, k to run; ratios need the ceilings
-// they divide by; k divides by nothing else).
+// --sections=abc (a subset of a, b, c, k, r to run; ratios need the
+// ceilings they divide by; k and r divide by nothing else), --read_bytes=N
+// (default 16 MiB).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -63,7 +67,8 @@ struct Flags {
   int64_t gemm_n = 2048;
   int64_t dram_mib = 1024;
   int threads = 2;
-  std::string sections = "abc";  // which of (a), (b), (c), (k) to run
+  std::string sections = "abc";  // which of (a), (b), (c), (k), (r) to run
+  int64_t read_bytes = 16 << 20;  // (r)'s buffer
 };
 
 double BestSeconds(int reps, const std::function<void()>& fn) {
@@ -237,6 +242,53 @@ double MaxRelDiff(const std::vector<float>& a, const std::vector<float>& b) {
 
 void Rule() { std::printf("%s\n", std::string(78, '-').c_str()); }
 
+// (r) The ceilings of a tributary-bench run's roofline (its --peak-gflops
+// and --read-gbps): the FMA rate of all threads at once, and the rate at
+// which all threads at once read a buffer of --read_bytes, each its share,
+// 16 passes a repetition. Given the model's weight bytes, that is how fast
+// a batch-1 step could read its weights from wherever they stay between
+// steps (the last-level cache when they fit, as the default model's 15 MB
+// do). Ends with one JSON line for scripts (bench/engine/batching_gain.sh).
+int RooflineCeilings(const Flags& flags, ThreadPool& pool_n) {
+  Rule();
+  if (!__builtin_cpu_supports("avx512f")) {
+    std::fprintf(stderr, "(r) needs AVX-512 (its FMA chains)\n");
+    return 1;
+  }
+  const double peak = flags.threads *
+                      FmaRatePerThread(flags.threads, flags.reps, &pool_n);
+  const size_t floats = static_cast<size_t>(flags.read_bytes) / sizeof(float);
+  // aligned_alloc wants a size that is a multiple of the alignment.
+  std::unique_ptr<float, void (*)(void*)> buf(
+      static_cast<float*>(std::aligned_alloc(
+          64, (floats * sizeof(float) + 63) / 64 * 64)),
+      std::free);
+  for (size_t i = 0; i < floats; ++i) buf.get()[i] = static_cast<float>(i & 7);
+  constexpr int kPasses = 16;
+  const bool avx2 = __builtin_cpu_supports("avx2");
+  const double s = BestSecondsOnThreads(
+      flags.threads, flags.reps, &pool_n, [&](int64_t t) {
+        // Shares of whole 32-float blocks (SumAvx2 reads those).
+        const size_t blocks = floats / 32;
+        const size_t lo = blocks * t / flags.threads * 32,
+                     hi = blocks * (t + 1) / flags.threads * 32;
+        float sum = 0;
+        for (int pass = 0; pass < kPasses; ++pass) {
+          sum += avx2 ? SumAvx2(buf.get() + lo, hi - lo)
+                      : SumScalar(buf.get() + lo, hi - lo);
+        }
+        return sum;
+      });
+  const double read = static_cast<double>(floats / 32 * 32) * sizeof(float) *
+                      kPasses / s / 1e9;
+  std::printf("(r) roofline ceilings, %d threads at once\n", flags.threads);
+  std::printf("  fma chains (all threads)     %8.1f GFLOP/s\n", peak);
+  std::printf("  read %lld bytes (all threads) %8.2f GB/s\n",
+              static_cast<long long>(flags.read_bytes), read);
+  std::printf("{\"peak_gflops\": %.3f, \"read_gbps\": %.3f}\n", peak, read);
+  return 0;
+}
+
 // (k) Our prefill against OpenBLAS by row length (bf16 weights for ours, the
 // same values as f32 for OpenBLAS).
 void RowLengthSweep(const Flags& flags, ThreadPool& pool1, ThreadPool& pool_n) {
@@ -400,6 +452,7 @@ int Main(const Flags& flags) {
     std::printf("  => DRAM ceiling (best of the above): %.2f GB/s\n",
                 dram_peak);
   }
+  if (want('r') && RooflineCeilings(flags, pool_n) != 0) return 1;
   if (want('k')) RowLengthSweep(flags, pool1, pool_n);
   if (!want('c')) return 0;
 
@@ -547,7 +600,8 @@ int Main(const Flags& flags) {
 absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(CliArgs args,
                    CliArgs::Parse(argc, argv,
-                                  {"reps", "gemm_n", "dram_mib", "threads", "sections"},
+                                  {"reps", "gemm_n", "dram_mib", "threads", "sections",
+                                   "read_bytes"},
                                   {}));
   if (!args.positional().empty()) {
     return absl::InvalidArgumentError(
@@ -558,12 +612,14 @@ absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(flags.gemm_n, args.GetInt("gemm_n", flags.gemm_n, 16, 1 << 15));
   ASSIGN_OR_RETURN(flags.dram_mib, args.GetInt("dram_mib", flags.dram_mib, 64, 1 << 20));
   ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", flags.threads, 1, 1024));
+  ASSIGN_OR_RETURN(flags.read_bytes,
+                   args.GetInt("read_bytes", flags.read_bytes, 4096, int64_t{1} << 36));
   flags.reps = static_cast<int>(reps);
   flags.threads = static_cast<int>(threads);
   flags.sections = args.GetOr("sections", flags.sections);
-  if (flags.sections.find_first_not_of("abck") != std::string::npos) {
+  if (flags.sections.find_first_not_of("abckr") != std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--sections takes letters of 'abck', got '", flags.sections, "'"));
+        "--sections takes letters of 'abckr', got '", flags.sections, "'"));
   }
   if (Main(flags) != 0) return absl::InternalError("benchmark failed");
   return absl::OkStatus();

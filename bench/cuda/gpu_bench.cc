@@ -51,6 +51,7 @@
 #include "engine/base/cli.h"
 #include "engine/base/logging.h"
 #include "engine/base/status_macros.h"
+#include "engine/model/forward_work.h"
 #include "engine/model/hybrid_decoder.h"
 #include "engine/model/model_directory.h"
 #include "engine/model/model_weights.h"
@@ -118,27 +119,6 @@ absl::StatusOr<double> MatMulRate(Backend& backend, int64_t n) {
   return 2.0 * static_cast<double>(n) * n * n / Median(times);
 }
 
-// What the model's weights take, from its views (their dtypes and sizes
-// are the synthetic model's: SyntheticModelWeights).
-struct ModelBytes {
-  double weights = 0;     // all of them
-  double embedding = 0;   // the table: only gathered rows are read
-  double matrix_params_per_token = 0;  // parameters a token multiplies by
-};
-
-ModelBytes CountBytes(const ModelWeights& w) {
-  ModelBytes m;
-  for (const TensorView* v : AllViews(w)) {
-    m.weights += static_cast<double>(v->size_bytes);
-    if (v == &w.embed_tokens) {
-      m.embedding = static_cast<double>(v->size_bytes);
-    } else if (v->shape.size() == 2 && v != &w.lm_head) {
-      m.matrix_params_per_token += static_cast<double>(v->num_elements());
-    }
-  }
-  return m;
-}
-
 absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(CliArgs args,
                    CliArgs::Parse(argc, argv,
@@ -196,7 +176,13 @@ absl::Status Run(int argc, char** argv) {
 
   ASSIGN_OR_RETURN(ModelDirectory model, ModelDirectory::Synthetic(preset));
   const ModelConfig& c = model.config();
-  const ModelBytes bytes = CountBytes(model.weights());
+  // The least a step does (its bf16 weights, KV and conv windows as the
+  // CUDA backend stores them), and every weight's bytes for the init report.
+  const ForwardWork work = ForwardWorkOf(c, model.weights(), 2);
+  double all_weight_bytes = 0;
+  for (const TensorView* v : AllViews(model.weights())) {
+    all_weight_bytes += static_cast<double>(v->size_bytes);
+  }
   const int64_t block = 16;
   // Positions a sequence reaches: the prefill, or the context plus every
   // decode step (two warm-up steps and the timed ones, each in the five
@@ -220,7 +206,7 @@ absl::Status Run(int argc, char** argv) {
                                          load));
   RETURN_IF_ERROR(backend->Synchronize());
   report["model"] = preset;
-  report["weight_bytes"] = bytes.weights;
+  report["weight_bytes"] = all_weight_bytes;
   report["weights_init_seconds"] = Seconds(load_start, Clock::now());
 
   auto table_of = [&](int64_t seq) {
@@ -265,16 +251,16 @@ absl::Status Run(int argc, char** argv) {
     RETURN_IF_ERROR(prefill(true).status());
     ASSIGN_OR_RETURN(const double seconds, prefill(false));
     ASSIGN_OR_RETURN(const double peer_seconds, prefill(true));
-    // 2 · parameters per token, the head once, and attention's two products
-    // over the causal triangle; the delta rule's state work (about 8 flops
-    // per state element per token) is counted too.
+    // 2 · parameters per token, the head once, attention's two products over
+    // the causal triangle and the delta rule's state work (ForwardWork).
     const double t = static_cast<double>(prefill_tokens);
-    const double attention = 4.0 * c.num_attention_heads * c.head_dim * t * (t + 1) /
-                             2.0 * c.num_full_attention_layers();
-    const double delta = 8.0 * c.linear_num_value_heads * c.linear_key_head_dim *
-                         c.linear_value_head_dim * t * c.num_linear_attention_layers();
-    const double flops = 2.0 * bytes.matrix_params_per_token * t +
-                         2.0 * c.hidden_size * c.vocab_size + attention + delta;
+    StepShape shape;
+    shape.sequences = 1;
+    shape.tokens = prefill_tokens;
+    shape.logit_rows = 1;
+    shape.attended_keys = prefill_tokens * (prefill_tokens + 1) / 2;
+    shape.context_tokens = prefill_tokens;
+    const double flops = work.Flops(shape);
     report["prefill"] = {{"tokens", prefill_tokens},
                          {"seconds", seconds},
                          {"tokens_per_s", t / seconds},
@@ -405,11 +391,15 @@ absl::Status Run(int argc, char** argv) {
     };
     ASSIGN_OR_RETURN(nlohmann::json breakdown, breakdown_of(false));
     ASSIGN_OR_RETURN(nlohmann::json peer_breakdown, breakdown_of(true));
-    const double state_bytes = 2.0 * static_cast<double>(c.gdn_state_bytes_per_sequence());
-    const double kv_bytes = static_cast<double>(c.kv_cache_bytes_per_token()) * context;
-    const double floor_bytes = (bytes.weights - bytes.embedding) +
-                               (c.tie_word_embeddings ? bytes.embedding : 0.0) +
-                               batch * (state_bytes + kv_bytes);
+    // The weights once; every sequence's GDN state read and written and its
+    // context's KV read (ForwardWork).
+    StepShape shape;
+    shape.sequences = batch;
+    shape.tokens = batch;
+    shape.logit_rows = batch;
+    shape.attended_keys = batch * (context + 1);
+    shape.context_tokens = batch * (context + 1);
+    const double floor_bytes = work.Bytes(shape);
     const double floor_ms = 1e3 * floor_bytes / bandwidth;
     decode.push_back({{"batch", batch},
                       {"context", context},
@@ -438,7 +428,7 @@ absl::Status Run(int argc, char** argv) {
       bandwidth / 1e12, matmul_rate / 1e12);
   std::cout << absl::StrFormat(
       "model %s, %.2f GB of weights (random, made on the device in %.1f s)\n",
-      preset, bytes.weights / 1e9, report["weights_init_seconds"].get<double>());
+      preset, all_weight_bytes / 1e9, report["weights_init_seconds"].get<double>());
   const auto& p = report["prefill"];
   std::cout << absl::StrFormat(
       "prefill %d tokens: %.3f s, %.0f tokens/s, %.0f TFLOP/s = %.1f%% of the "

@@ -18,6 +18,15 @@
 # (defaults: build, 5 rounds). The extra flags come after the fixed ones, so
 # they can change the load (e.g. --cpu-matmul bf16), but one that repeats a
 # fixed flag (--concurrency, --json) would break the report.
+# Each round starts with the machine's ceilings, measured then
+# (cpu_ceilings_bench --sections=r: the FMA rate of both cores, and their
+# read rate of a buffer the size of the model's weights), followed by a
+# second of idle so that the probe's load does not carry into the runs; the
+# new binary's runs take them as --peak-gflops/--read-gbps, and the report
+# adds each concurrency's roofline (the tokens/s its steps' FLOPs and bytes
+# allow at the ceilings) and the fraction of it reached, and the ceiling
+# gain: the gain the two rooflines allow (design.md §8). NO_ROOFLINE=1
+# leaves the probe out.
 # With OLD_BENCH=path/to/another/tributary-bench, every run is paired with
 # the same run of that binary (which goes first alternates by round), and
 # the report adds the median new / old ratio per concurrency: an A/B of two
@@ -38,14 +47,42 @@ bench="$build/engine/cli/tributary-bench"
 old="${OLD_BENCH:-}"
 [ -z "$old" ] || [ -x "$old" ] || { echo "OLD_BENCH=$old is not executable" >&2; exit 1; }
 
+ceilings_bench="$build/bench/cpu/cpu_ceilings_bench"
+roofline=1
+[ "${NO_ROOFLINE:-0}" = 0 ] || roofline=0
+if [ "$roofline" = 1 ] && [ ! -x "$ceilings_bench" ]; then
+  echo "no $ceilings_bench: the report leaves the roofline out" >&2
+  roofline=0
+fi
+
 runs=$(mktemp)
 err=$(mktemp)
 trap 'rm -f "$runs" "$err"' EXIT
+weight_bytes=0
+if [ "$roofline" = 1 ]; then
+  # The model's weight bytes (the read probe's buffer), from a one-token run.
+  weight_bytes=$("$bench" --model "$root/models/tiny-shakespeare" \
+      --num-requests 1 --prompt-tokens 1 --output-tokens 1 --warmup 0 \
+      --threads 2 --json 2>"$err" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["weight_bytes"])') || {
+    echo "tributary-bench failed sizing the weights:" >&2; cat "$err" >&2; exit 1; }
+fi
+ceiling_flags=()
+measure_ceilings() {  # sets ceiling_flags for the new binary's runs
+  local line
+  line=$("$ceilings_bench" --sections=r --reps 3 --threads 2 \
+      --read_bytes="$weight_bytes" 2>"$err" | tail -n 1) || {
+    echo "cpu_ceilings_bench failed:" >&2; cat "$err" >&2; exit 1; }
+  read -r -a ceiling_flags < <(echo "$line" | python3 -c \
+    'import json, sys; d = json.load(sys.stdin); print("--peak-gflops", d["peak_gflops"], "--read-gbps", d["read_gbps"])')
+  sleep 1
+}
 one_run() {  # label binary concurrency round [extra bench flags]
   local label=$1 binary=$2 c=$3 r=$4 json load
   shift 4
   load=(--concurrency "$c")
   [ "$c" != 1w ] || load=(--concurrency 1 --warmup 32)
+  [ "$label" != new ] || load+=("${ceiling_flags[@]}")
   if ! json=$("$binary" --model "$root/models/tiny-shakespeare" \
       --num-requests 64 --prompt-tokens 32 --output-tokens 64 \
       "${load[@]}" --threads 2 --seed 1 --json "$@" 2>"$err"); then
@@ -58,6 +95,7 @@ one_run() {  # label binary concurrency round [extra bench flags]
 loads="1 1w 8 32"
 case " $* " in *" --warmup"*) loads="1 8 32" ;; esac
 for r in $(seq "$rounds"); do
+  [ "$roofline" = 0 ] || measure_ceilings
   for c in $loads; do
     if [ -z "$old" ]; then
       one_run new "$bench" "$c" "$r" "$@"
@@ -102,6 +140,28 @@ for label in labels:
         gains = [tps[(label, "32", r)] / tps[(label, c1, r)] for r in rounds]
         print(f"  gain 32 / {c1} per round: {' '.join(f'{g:.2f}' for g in gains)}; "
               f"median {statistics.median(gains):.2f}x{what} (issue 5's goal: 6x)")
+    roof = {(c, r): d["roofline"] for l, c, r, d in rows
+            if l == label and "roofline" in d}
+    if not roof:
+        continue
+    print("  roofline (ceilings measured at the start of each round):")
+    for c in loads:
+        rs = [roof[(c, r)] for r in rounds]
+        print(f"    C={c:>2}: median ceiling {statistics.median(x['ceiling_tokens_per_second'] for x in rs):8.1f} tok/s, "
+              f"reached {100 * statistics.median(x['fraction_of_ceiling'] for x in rs):5.1f} % of it")
+    first = roof[(loads[0], rounds[0])]
+    print(f"    ceilings: FMA {statistics.median(roof[(loads[0], r)]['peak_gflops'] for r in rounds):.1f} GFLOP/s, "
+          f"read of {first['weight_bytes']} weight bytes "
+          f"{statistics.median(roof[(loads[0], r)]['read_gbps'] for r in rounds):.2f} GB/s (medians over rounds)")
+    for c1 in ("1", "1w"):
+        if c1 not in loads:
+            continue
+        gains = [roof[("32", r)]["ceiling_tokens_per_second"] /
+                 roof[(c1, r)]["ceiling_tokens_per_second"] for r in rounds]
+        reached = [tps[(label, "32", r)] / tps[(label, c1, r)] / g
+                   for r, g in zip(rounds, gains)]
+        print(f"    ceiling gain 32 / {c1}: median {statistics.median(gains):.2f}x; "
+              f"the measured gain is {100 * statistics.median(reached):.1f} % of it")
 if "old" in labels:
     print("\nnew / old, paired runs:")
     for c in loads:

@@ -19,8 +19,10 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/element_type.h"
 #include "engine/base/cli.h"
 #include "engine/base/status_macros.h"
+#include "engine/model/forward_work.h"
 #include "engine/model/hybrid_decoder.h"
 #include "engine/model/model_directory.h"
 #include "engine/model/model_weights.h"
@@ -131,19 +133,11 @@ absl::Status Run(int argc, char** argv) {
   // Weight bytes a decode step reads (every matrix and vector except the
   // embedding, of which it reads one row), and the prefill FLOPs per token
   // (2 × the matrix parameters a non-final token touches: not lm_head).
-  int64_t decode_bytes = 0, matrix_params = 0;
-  for (const TensorSpec& spec : DecoderTensorSpecs(c)) {
-    const TensorView* view = model.tensors().Find(spec.name);
-    if (view == nullptr) continue;
-    const bool is_embedding = spec.name.find("embed_tokens") != std::string::npos;
-    if (!is_embedding) decode_bytes += static_cast<int64_t>(view->size_bytes);
-    if (spec.shape.size() == 2 && !is_embedding && spec.name != "lm_head.weight") {
-      matrix_params += spec.shape[0] * spec.shape[1];
-    }
-  }
-  if (model.weights().tied_embeddings) {
-    decode_bytes += static_cast<int64_t>(model.weights().lm_head.size_bytes);
-  }
+  const ForwardWork work = ForwardWorkOf(
+      c, model.weights(),
+      static_cast<int64_t>(ElementTypeSizeBytes(backend->activation_type())));
+  const int64_t decode_bytes = work.weight_bytes;
+  const int64_t matrix_params = work.layer_matrix_params;
 
   // --only-statistics on|off: one prefill and --decode-tokens decode steps
   // with the statistics fixed, untimed: for counting instructions under

@@ -13,6 +13,7 @@
 //                   [--repetition-penalty R]
 //                   [--device-sampling | --no-device-sampling]
 //                   [--cpu-matmul f32|bf16] [--cpu-one-piece]
+//                   [--peak-gflops G --read-gbps B]
 //
 // --synthetic runs a model of a published shape (synthetic_model.h, e.g.
 // qwen3.5-27b) with random weights made on the backend from --seed: no
@@ -42,6 +43,14 @@
 // threads, rather than a step of several sequences in parts, one per thread
 // (CpuBackendOptions::step_in_parts): the same tokens, for an A/B.
 //
+// --peak-gflops and --read-gbps give the machine's ceilings, measured by
+// the caller in the same run (bench/cpu/cpu_ceilings_bench --sections=r): a
+// FLOP rate and a read rate. Every step's work (ForwardWork: the FLOPs of
+// its products, attention and delta rule; the bytes of the weights, the GDN
+// state read and written, the KV read) then gives its floor, the larger of
+// FLOPs / rate and bytes / rate, and the report adds the roofline: the
+// generated tokens over the sum of the floors (the ceiling tokens/s) and
+// the run's tokens/s as a fraction of it.
 // Reports requests/s and generated tokens/s over the wall time from the first
 // submit to the last final event, TTFT (the engine's timing) and inter-token
 // latency (gaps between token arrivals at the sink, absl::Now) percentiles,
@@ -58,6 +67,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -72,6 +82,7 @@
 #include "engine/base/logging.h"
 #include "engine/base/status_macros.h"
 #include "engine/engine.h"
+#include "engine/model/forward_work.h"
 #include "engine/model/model_directory.h"
 #include "engine/model/model_locator.h"
 #include "engine/request.h"
@@ -159,12 +170,41 @@ double Percentile(const std::vector<double>& v, double p) {
   return v[std::min(i, v.size() - 1)];
 }
 
-// Sums of the per-step statistics.
+// The ceilings a run's roofline divides by (--peak-gflops, --read-gbps).
+struct Ceilings {
+  double flops_per_second = 0.0;
+  double bytes_per_second = 0.0;
+};
+
+// Sums of the per-step statistics, and of each step's work (ForwardWork)
+// and, given ceilings, its floor: the least time its FLOPs or its bytes
+// take at those rates, whichever is larger (design.md §8's roofline).
 class BenchObserver : public EngineObserver {
  public:
+  // Before the first step.
+  void SetWork(const ForwardWork& work, std::optional<Ceilings> ceilings) {
+    std::lock_guard<std::mutex> lock(mu_);
+    work_ = work;
+    ceilings_ = ceilings;
+  }
   void OnStep(const StepStats& stats) override {
     std::lock_guard<std::mutex> lock(mu_);
     ++num_steps_;
+    StepShape shape;
+    shape.sequences = stats.num_sequences;
+    shape.tokens = stats.num_tokens;
+    shape.logit_rows = stats.num_sampled;
+    shape.attended_keys = stats.attended_keys;
+    shape.context_tokens = stats.context_tokens;
+    const double flops = work_.Flops(shape), bytes = work_.Bytes(shape);
+    sum_flops_ += flops;
+    sum_bytes_ += bytes;
+    if (ceilings_) {
+      const double flop_seconds = flops / ceilings_->flops_per_second;
+      const double byte_seconds = bytes / ceilings_->bytes_per_second;
+      sum_floor_ += std::max(flop_seconds, byte_seconds);
+      if (flop_seconds >= byte_seconds) ++flop_bound_steps_;
+    }
     sum_sequences_ += stats.num_sequences;
     sum_tokens_ += stats.num_tokens;
     sum_step_ += stats.step_seconds;
@@ -179,8 +219,9 @@ class BenchObserver : public EngineObserver {
   }
   void Reset() {
     std::lock_guard<std::mutex> lock(mu_);
-    num_steps_ = sum_sequences_ = sum_tokens_ = 0;
+    num_steps_ = sum_sequences_ = sum_tokens_ = flop_bound_steps_ = 0;
     sum_step_ = sum_forward_ = sum_outside_ = sum_fraction_ = 0.0;
+    sum_flops_ = sum_bytes_ = sum_floor_ = 0.0;
     kind_forward_[0].clear();
     kind_forward_[1].clear();
   }
@@ -199,6 +240,14 @@ class BenchObserver : public EngineObserver {
     out["overhead_fraction"] = sum_step_ > 0 ? sum_outside_ / sum_step_ : 0.0;
     out["mean_step_overhead_fraction"] = sum_fraction_ / n;
     out["total_step_seconds"] = sum_step_;
+    out["flops"] = sum_flops_;
+    out["bytes"] = sum_bytes_;
+    if (ceilings_) {
+      // The least time the steps could take at the ceilings, and how many
+      // were bound by their FLOPs rather than their bytes.
+      out["floor_seconds"] = sum_floor_;
+      out["flop_bound_steps"] = flop_bound_steps_;
+    }
     const char* kinds[2] = {"decode", "prefill"};
     for (int k = 0; k < 2; ++k) {
       std::vector<double> sorted = kind_forward_[k];
@@ -223,6 +272,12 @@ class BenchObserver : public EngineObserver {
   double sum_forward_ = 0.0;
   double sum_outside_ = 0.0;
   double sum_fraction_ = 0.0;
+  ForwardWork work_;
+  std::optional<Ceilings> ceilings_;
+  double sum_flops_ = 0.0;
+  double sum_bytes_ = 0.0;
+  double sum_floor_ = 0.0;
+  int64_t flop_bound_steps_ = 0;
   // Each step's forward seconds: [0] steps of decode tokens only, [1] steps
   // with a prefill chunk.
   std::vector<double> kind_forward_[2];
@@ -249,7 +304,8 @@ absl::Status Run(int argc, char** argv) {
                       "concurrency", "rate", "threads", "seed", "max-running",
                       "max-tokens-per-step", "cache-mib", "warmup",
                       "backend", "device", "synthetic", "temperature",
-                      "top-k", "top-p", "repetition-penalty", "cpu-matmul"},
+                      "top-k", "top-p", "repetition-penalty", "cpu-matmul",
+                      "peak-gflops", "read-gbps"},
                      {"json", "tokenizer", "no-cuda-graphs", "cuda-programmatic-launch",
                       "device-sampling", "no-device-sampling", "cpu-one-piece"}));
   if (!args.positional().empty()) {
@@ -305,6 +361,22 @@ absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(const double repetition_penalty,
                    number("repetition-penalty", 1.0));
   ASSIGN_OR_RETURN(int64_t top_k, args.GetInt("top-k", 0, 0, 1 << 30));
+  // The roofline's ceilings: both or neither, each a positive rate.
+  std::optional<Ceilings> ceilings;
+  if (args.Has("peak-gflops") != args.Has("read-gbps")) {
+    return absl::InvalidArgumentError(
+        "give both --peak-gflops and --read-gbps, or neither");
+  }
+  if (args.Has("peak-gflops")) {
+    ASSIGN_OR_RETURN(const double gflops, number("peak-gflops", 0.0));
+    ASSIGN_OR_RETURN(const double gbps, number("read-gbps", 0.0));
+    if (!(gflops > 0.0) || !(gbps > 0.0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          gflops > 0.0 ? "--read-gbps" : "--peak-gflops",
+          " must be a positive rate"));
+    }
+    ceilings = Ceilings{gflops * 1e9, gbps * 1e9};
+  }
   if (args.Has("device-sampling") && args.Has("no-device-sampling")) {
     return absl::InvalidArgumentError(
         "give at most one of --device-sampling and --no-device-sampling");
@@ -366,6 +438,7 @@ absl::Status Run(int argc, char** argv) {
   options.seed_generator_seed = static_cast<uint64_t>(seed);
   options.observer = &observer;
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(options));
+  observer.SetWork(engine->forward_work(), ceilings);
 
   // Synthetic prompts: uniform ids in the vocabulary, deterministic.
   std::mt19937_64 rng(static_cast<uint64_t>(seed));
@@ -520,6 +593,23 @@ absl::Status Run(int argc, char** argv) {
   // between steps (waking up, the inbox) or idle.
   out["steps"]["busy_fraction"] =
       wall > 0 ? out["steps"]["total_step_seconds"].get<double>() / wall : 0.0;
+  // The roofline: the generated tokens over the least time the steps could
+  // take at the ceilings (the engine's work between steps counted as none),
+  // and the run's tokens/s as a fraction of that.
+  if (ceilings) {
+    const double floor = out["steps"]["floor_seconds"].get<double>();
+    const double ceiling_tps = floor > 0 ? num_generated / floor : 0.0;
+    out["roofline"] = {
+        {"peak_gflops", ceilings->flops_per_second / 1e9},
+        {"read_gbps", ceilings->bytes_per_second / 1e9},
+        {"weight_bytes", engine->forward_work().weight_bytes},
+        {"ceiling_tokens_per_second", ceiling_tps},
+        {"fraction_of_ceiling",
+         ceiling_tps > 0 ? out["generated_tokens_per_second"].get<double>() /
+                               ceiling_tps
+                         : 0.0}};
+  }
+  out["weight_bytes"] = engine->forward_work().weight_bytes;
 
   if (json_output) {
     std::cout << out.dump(2) << std::endl;
@@ -561,6 +651,16 @@ absl::Status Run(int argc, char** argv) {
         100.0 * s["overhead_fraction"].get<double>(),
         100.0 * s["mean_step_overhead_fraction"].get<double>(),
         100.0 * s["busy_fraction"].get<double>());
+    if (out.contains("roofline")) {
+      const Json& r = out["roofline"];
+      std::cout << absl::StrFormat(
+          "roofline               %.1f tokens/s at %.1f GFLOP/s and %.2f GB/s "
+          "(%d of %d steps FLOP-bound); this run %.1f%% of it\n",
+          r["ceiling_tokens_per_second"].get<double>(),
+          r["peak_gflops"].get<double>(), r["read_gbps"].get<double>(),
+          s["flop_bound_steps"].get<int64_t>(), s["num_steps"].get<int64_t>(),
+          100.0 * r["fraction_of_ceiling"].get<double>());
+    }
     if (errors.empty()) {
       std::cout << "errors                 none\n";
     } else {

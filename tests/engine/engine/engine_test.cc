@@ -215,6 +215,51 @@ class CountingObserver : public EngineObserver {
   bool ok = true;
 };
 
+class RecordingObserver : public EngineObserver {
+ public:
+  void OnStep(const StepStats& stats) override { steps.push_back(stats); }
+  std::vector<StepStats> steps;  // engine thread only; read after Shutdown
+};
+
+// The step shape a roofline needs: a 6-token prompt in chunks of 4, then
+// decodes, each step's counts worked out by hand from the schedule.
+TEST(EngineTest, StepStatsCarryTheStepsShape) {
+  EngineOptions options = SmallEngineOptions(64, 2);
+  options.scheduler.max_tokens_per_step = 4;
+  RecordingObserver observer;
+  options.observer = &observer;
+  auto engine = Engine::Create(options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  auto sink = RunToEnd(**engine, Greedy({1, 2, 3, 4, 5, 6}, 3));
+  EXPECT_EQ(sink->token_ids().size(), 3u);
+  (*engine)->Shutdown(absl::Now() + kTimeout);
+  struct Expected {
+    int64_t tokens, sampled, attended_keys, context_tokens;
+  };
+  const std::vector<Expected> expected = {
+      {4, 0, 1 + 2 + 3 + 4, 4},  // chunk at positions 0–3
+      {2, 1, 5 + 6, 6},          // positions 4–5 end the prefill: sample
+      {1, 1, 7, 7},              // decode at position 6
+      {1, 1, 8, 8},              // decode at position 7: the 3rd token
+  };
+  ASSERT_EQ(observer.steps.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    SCOPED_TRACE(i);
+    const StepStats& got = observer.steps[i];
+    EXPECT_EQ(got.num_sequences, 1);
+    EXPECT_EQ(got.num_tokens, expected[i].tokens);
+    EXPECT_EQ(got.num_sampled, expected[i].sampled);
+    EXPECT_EQ(got.attended_keys, expected[i].attended_keys);
+    EXPECT_EQ(got.context_tokens, expected[i].context_tokens);
+  }
+  // The cache sizes the engine reports are the work's.
+  const ForwardWork& work = (*engine)->forward_work();
+  EXPECT_EQ((*engine)->capacity().state_slot_bytes,
+            work.state_bytes_per_sequence);
+  EXPECT_EQ((*engine)->capacity().kv_block_bytes,
+            (*engine)->capacity().kv_block_size * work.kv_bytes_per_token);
+}
+
 // N greedy requests at once == the same requests one at a time, also on a
 // cache so small that sequences are preempted and recomputed.
 TEST(EngineTest, BatchInvarianceEndToEnd) {
