@@ -13,7 +13,7 @@
 //                   [--repetition-penalty R]
 //                   [--device-sampling | --no-device-sampling]
 //                   [--cpu-matmul f32|bf16] [--cpu-one-piece]
-//                   [--peak-gflops G --read-gbps B]
+//                   [--peak-gflops G --read-gbps B] [--residual-stats]
 //
 // --synthetic runs a model of a published shape (synthetic_model.h, e.g.
 // qwen3.5-27b) with random weights made on the backend from --seed: no
@@ -43,6 +43,10 @@
 // threads, rather than a step of several sequences in parts, one per thread
 // (CpuBackendOptions::step_in_parts): the same tokens, for an A/B.
 //
+// --residual-stats computes every sublayer's residual statistics, as the
+// server does unless --no-residual-stats (off by default here, so that
+// the figures are the forward's alone; bench/engine/stats_cost.sh counts
+// what they add).
 // --peak-gflops and --read-gbps give the machine's ceilings, measured by
 // the caller in the same run (bench/cpu/cpu_ceilings_bench --sections=r): a
 // FLOP rate and a read rate. Every step's work (ForwardWork: the FLOPs of
@@ -307,7 +311,8 @@ absl::Status Run(int argc, char** argv) {
                       "top-k", "top-p", "repetition-penalty", "cpu-matmul",
                       "peak-gflops", "read-gbps"},
                      {"json", "tokenizer", "no-cuda-graphs", "cuda-programmatic-launch",
-                      "device-sampling", "no-device-sampling", "cpu-one-piece"}));
+                      "device-sampling", "no-device-sampling", "cpu-one-piece",
+                      "residual-stats"}));
   if (!args.positional().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", args.positional()[0], "'"));
@@ -434,7 +439,7 @@ absl::Status Run(int argc, char** argv) {
   options.cache_memory_budget_bytes = cache_mib << 20;
   options.max_new_tokens_limit =
       static_cast<int32_t>(std::max<int64_t>(4096, output_tokens));
-  options.residual_stats = false;
+  options.residual_stats = args.Has("residual-stats");
   options.seed_generator_seed = static_cast<uint64_t>(seed);
   options.observer = &observer;
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(options));
@@ -574,6 +579,7 @@ absl::Status Run(int argc, char** argv) {
   out["threads"] = threads;
   out["cpu_matmul"] = MatMulPrecisionName(options.cpu_matmul_precision);
   out["cpu_step_in_parts"] = options.cpu_step_in_parts;
+  out["residual_stats"] = options.residual_stats;
   out["max_running"] = max_running;
   out["max_tokens_per_step"] = max_tokens_per_step;
   out["warmup_requests"] = warmup;
