@@ -21,12 +21,13 @@
 # Each round starts with the machine's ceilings, measured then
 # (cpu_ceilings_bench --sections=r: the FMA rate of both cores, and their
 # read rate of a buffer the size of the model's weights), followed by a
-# second of idle so that the probe's load does not carry into the runs; the
-# new binary's runs take them as --peak-gflops/--read-gbps, and the report
-# adds each concurrency's roofline (the tokens/s its steps' FLOPs and bytes
-# allow at the ceilings) and the fraction of it reached, and the ceiling
-# gain: the gain the two rooflines allow (design.md §8). NO_ROOFLINE=1
-# leaves the probe out.
+# second of idle so that the probe's load does not carry into the runs. The
+# new binary's runs report every step's FLOPs and bytes (--step-work), and
+# the report takes each step's floor against the best ceilings any round
+# measured (a slow moment lowers a probe; the best is what the machine did
+# in this run): each load's roofline (the tokens/s its steps allow), the
+# fraction of it reached, and the ceiling gain, the gain the two rooflines
+# allow (design.md §8). NO_ROOFLINE=1 leaves the probe out.
 # With OLD_BENCH=path/to/another/tributary-bench, every run is paired with
 # the same run of that binary (which goes first alternates by round), and
 # the report adds the median new / old ratio per concurrency: an A/B of two
@@ -57,7 +58,8 @@ fi
 
 runs=$(mktemp)
 err=$(mktemp)
-trap 'rm -f "$runs" "$err"' EXIT
+ceilings=$(mktemp)  # a JSON line a round (measure_ceilings)
+trap 'rm -f "$runs" "$err" "$ceilings"' EXIT
 weight_bytes=0
 if [ "$roofline" = 1 ]; then
   # The model's weight bytes (the read probe's buffer), from a one-token run.
@@ -67,14 +69,14 @@ if [ "$roofline" = 1 ]; then
     python3 -c 'import json, sys; print(json.load(sys.stdin)["weight_bytes"])') || {
     echo "tributary-bench failed sizing the weights:" >&2; cat "$err" >&2; exit 1; }
 fi
-ceiling_flags=()
-measure_ceilings() {  # sets ceiling_flags for the new binary's runs
+measure_ceilings() {  # appends the round's ceilings (a JSON line)
   local line
-  line=$("$ceilings_bench" --sections=r --reps 3 --threads 2 \
+  line=$("$ceilings_bench" --sections=r --reps 10 --threads 2 \
       --read_bytes="$weight_bytes" 2>"$err" | tail -n 1) || {
     echo "cpu_ceilings_bench failed:" >&2; cat "$err" >&2; exit 1; }
-  read -r -a ceiling_flags < <(echo "$line" | python3 -c \
-    'import json, sys; d = json.load(sys.stdin); print("--peak-gflops", d["peak_gflops"], "--read-gbps", d["read_gbps"])')
+  echo "$line" | python3 -c 'import json, sys; d = json.load(sys.stdin); d["peak_gflops"], d["read_gbps"]' 2>/dev/null || {
+    echo "cpu_ceilings_bench's last line is not its ceilings: $line" >&2; exit 1; }
+  echo "$line" >> "$ceilings"
   sleep 1
 }
 one_run() {  # label binary concurrency round [extra bench flags]
@@ -82,7 +84,7 @@ one_run() {  # label binary concurrency round [extra bench flags]
   shift 4
   load=(--concurrency "$c")
   [ "$c" != 1w ] || load=(--concurrency 1 --warmup 32)
-  [ "$label" != new ] || load+=("${ceiling_flags[@]}")
+  [ "$label" != new ] || [ "$roofline" = 0 ] || load+=(--step-work)
   if ! json=$("$binary" --model "$root/models/tiny-shakespeare" \
       --num-requests 64 --prompt-tokens 32 --output-tokens 64 \
       "${load[@]}" --threads 2 --seed 1 --json "$@" 2>"$err"); then
@@ -109,7 +111,7 @@ for r in $(seq "$rounds"); do
   done
 done
 
-python3 - "$runs" <<'EOF'
+python3 - "$runs" "$ceilings" <<'EOF'
 import json, statistics, sys
 rows = []
 for line in open(sys.argv[1]):
@@ -140,28 +142,34 @@ for label in labels:
         gains = [tps[(label, "32", r)] / tps[(label, c1, r)] for r in rounds]
         print(f"  gain 32 / {c1} per round: {' '.join(f'{g:.2f}' for g in gains)}; "
               f"median {statistics.median(gains):.2f}x{what} (issue 5's goal: 6x)")
-    roof = {(c, r): d["roofline"] for l, c, r, d in rows
-            if l == label and "roofline" in d}
-    if not roof:
+    probes = [json.loads(line) for line in open(sys.argv[2])]
+    if not probes or not any("step_work" in d for l, _, _, d in rows if l == label):
         continue
-    print("  roofline (ceilings measured at the start of each round):")
+    peak = 1e9 * max(p["peak_gflops"] for p in probes)
+    read = 1e9 * max(p["read_gbps"] for p in probes)
+    def ceiling_tps(d):  # generated tokens over the steps' summed floors
+        return d["generated_tokens"] / sum(max(f / peak, b / read)
+                                           for f, b in d["step_work"])
+    print(f"  roofline, at the best ceilings of {len(probes)} probes: FMA {peak / 1e9:.1f} GFLOP/s "
+          f"(probes {min(p['peak_gflops'] for p in probes):.1f}–{max(p['peak_gflops'] for p in probes):.1f}), "
+          f"read of {rows[0][3]['weight_bytes']} weight bytes {read / 1e9:.2f} GB/s "
+          f"(probes {min(p['read_gbps'] for p in probes):.2f}–{max(p['read_gbps'] for p in probes):.2f})")
+    roof = {}
     for c in loads:
-        rs = [roof[(c, r)] for r in rounds]
-        print(f"    C={c:>2}: median ceiling {statistics.median(x['ceiling_tokens_per_second'] for x in rs):8.1f} tok/s, "
-              f"reached {100 * statistics.median(x['fraction_of_ceiling'] for x in rs):5.1f} % of it")
-    first = roof[(loads[0], rounds[0])]
-    print(f"    ceilings: FMA {statistics.median(roof[(loads[0], r)]['peak_gflops'] for r in rounds):.1f} GFLOP/s, "
-          f"read of {first['weight_bytes']} weight bytes "
-          f"{statistics.median(roof[(loads[0], r)]['read_gbps'] for r in rounds):.2f} GB/s (medians over rounds)")
+        ds = {r: d for l, cc, r, d in rows if l == label and cc == c}
+        roof[c] = {r: ceiling_tps(d) for r, d in ds.items()}
+        fractions = [ds[r]["generated_tokens_per_second"] / roof[c][r] for r in rounds]
+        print(f"    C={c:>2}: ceiling {statistics.median(roof[c].values()):8.1f} tok/s, reached "
+              f"{100 * statistics.median(fractions):5.1f} % of it (per round "
+              f"{' '.join(f'{100 * x:.0f}' for x in fractions)})")
     for c1 in ("1", "1w"):
         if c1 not in loads:
             continue
-        gains = [roof[("32", r)]["ceiling_tokens_per_second"] /
-                 roof[(c1, r)]["ceiling_tokens_per_second"] for r in rounds]
+        gains = [roof["32"][r] / roof[c1][r] for r in rounds]
         reached = [tps[(label, "32", r)] / tps[(label, c1, r)] / g
                    for r, g in zip(rounds, gains)]
-        print(f"    ceiling gain 32 / {c1}: median {statistics.median(gains):.2f}x; "
-              f"the measured gain is {100 * statistics.median(reached):.1f} % of it")
+        print(f"    ceiling gain 32 / {c1}: {statistics.median(gains):.2f}x; "
+              f"the measured gain is {100 * statistics.median(reached):.1f} % of it (median over rounds)")
 if "old" in labels:
     print("\nnew / old, paired runs:")
     for c in loads:

@@ -13,7 +13,8 @@
 //                   [--repetition-penalty R]
 //                   [--device-sampling | --no-device-sampling]
 //                   [--cpu-matmul f32|bf16] [--cpu-one-piece]
-//                   [--peak-gflops G --read-gbps B] [--residual-stats]
+//                   [--peak-gflops G --read-gbps B] [--step-work]
+//                   [--residual-stats]
 //
 // --synthetic runs a model of a published shape (synthetic_model.h, e.g.
 // qwen3.5-27b) with random weights made on the backend from --seed: no
@@ -54,7 +55,10 @@
 // state read and written, the KV read) then gives its floor, the larger of
 // FLOPs / rate and bytes / rate, and the report adds the roofline: the
 // generated tokens over the sum of the floors (the ceiling tokens/s) and
-// the run's tokens/s as a fraction of it.
+// the run's tokens/s as a fraction of it. --step-work adds every measured
+// step's FLOPs and bytes to the JSON ("step_work"), so that a script can
+// take the floors against ceilings it measures around the run
+// (bench/engine/batching_gain.sh).
 // Reports requests/s and generated tokens/s over the wall time from the first
 // submit to the last final event, TTFT (the engine's timing) and inter-token
 // latency (gaps between token arrivals at the sink, absl::Now) percentiles,
@@ -185,11 +189,21 @@ struct Ceilings {
 // take at those rates, whichever is larger (design.md §8's roofline).
 class BenchObserver : public EngineObserver {
  public:
-  // Before the first step.
-  void SetWork(const ForwardWork& work, std::optional<Ceilings> ceilings) {
+  // Before the first step. keep_step_work: keep every step's FLOPs and
+  // bytes for the report (StepWork).
+  void SetWork(const ForwardWork& work, std::optional<Ceilings> ceilings,
+               bool keep_step_work) {
     std::lock_guard<std::mutex> lock(mu_);
     work_ = work;
     ceilings_ = ceilings;
+    keep_step_work_ = keep_step_work;
+  }
+  // [[FLOPs, bytes], …], a pair a step, in step order.
+  Json StepWork() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    Json out = Json::array();
+    for (const auto& [flops, bytes] : step_work_) out.push_back({flops, bytes});
+    return out;
   }
   void OnStep(const StepStats& stats) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -203,6 +217,7 @@ class BenchObserver : public EngineObserver {
     const double flops = work_.Flops(shape), bytes = work_.Bytes(shape);
     sum_flops_ += flops;
     sum_bytes_ += bytes;
+    if (keep_step_work_) step_work_.push_back({flops, bytes});
     if (ceilings_) {
       const double flop_seconds = flops / ceilings_->flops_per_second;
       const double byte_seconds = bytes / ceilings_->bytes_per_second;
@@ -226,6 +241,7 @@ class BenchObserver : public EngineObserver {
     num_steps_ = sum_sequences_ = sum_tokens_ = flop_bound_steps_ = 0;
     sum_step_ = sum_forward_ = sum_outside_ = sum_fraction_ = 0.0;
     sum_flops_ = sum_bytes_ = sum_floor_ = 0.0;
+    step_work_.clear();
     kind_forward_[0].clear();
     kind_forward_[1].clear();
   }
@@ -282,6 +298,8 @@ class BenchObserver : public EngineObserver {
   double sum_bytes_ = 0.0;
   double sum_floor_ = 0.0;
   int64_t flop_bound_steps_ = 0;
+  bool keep_step_work_ = false;
+  std::vector<std::pair<double, double>> step_work_;
   // Each step's forward seconds: [0] steps of decode tokens only, [1] steps
   // with a prefill chunk.
   std::vector<double> kind_forward_[2];
@@ -312,7 +330,7 @@ absl::Status Run(int argc, char** argv) {
                       "peak-gflops", "read-gbps"},
                      {"json", "tokenizer", "no-cuda-graphs", "cuda-programmatic-launch",
                       "device-sampling", "no-device-sampling", "cpu-one-piece",
-                      "residual-stats"}));
+                      "residual-stats", "step-work"}));
   if (!args.positional().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", args.positional()[0], "'"));
@@ -443,7 +461,7 @@ absl::Status Run(int argc, char** argv) {
   options.seed_generator_seed = static_cast<uint64_t>(seed);
   options.observer = &observer;
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(options));
-  observer.SetWork(engine->forward_work(), ceilings);
+  observer.SetWork(engine->forward_work(), ceilings, args.Has("step-work"));
 
   // Synthetic prompts: uniform ids in the vocabulary, deterministic.
   std::mt19937_64 rng(static_cast<uint64_t>(seed));
@@ -616,6 +634,7 @@ absl::Status Run(int argc, char** argv) {
                          : 0.0}};
   }
   out["weight_bytes"] = engine->forward_work().weight_bytes;
+  if (args.Has("step-work")) out["step_work"] = observer.StepWork();
 
   if (json_output) {
     std::cout << out.dump(2) << std::endl;
