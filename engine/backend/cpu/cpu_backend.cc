@@ -71,6 +71,10 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "num_threads = ", options.num_threads, " must be in [0, 1024]"));
   }
+  if (options.min_part_tokens < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "min_part_tokens = ", options.min_part_tokens, " must be >= 1"));
+  }
   if (options.matmul_precision == MatMulPrecision::kBF16 &&
       !MatMulBf16DotSupported()) {
     return absl::FailedPreconditionError(
@@ -83,6 +87,7 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
   }
   std::unique_ptr<CpuBackend> backend(new CpuBackend(
       threads, options.matmul_precision, options.delta_rule_form));
+  backend->min_part_tokens_ = options.min_part_tokens;
   if (options.step_in_parts && threads > 1) {
     for (int p = 0; p < threads; ++p) {
       backend->parts_.emplace_back(new CpuBackend(
@@ -103,6 +108,7 @@ int CpuBackend::StepParts(const BatchLayout& layout) const {
   if (parts_.empty() || layout.sequences.size() < 2) return 1;
   const int64_t parts =
       static_cast<int64_t>(std::min(parts_.size(), layout.sequences.size()));
+  if (layout.num_tokens() < min_part_tokens_ * parts) return 1;
   if (matmul_weight_bytes_ > SharedCacheBytes() / 4 &&
       layout.num_tokens() < kMinPartTokensFromMemory * parts) {
     return 1;

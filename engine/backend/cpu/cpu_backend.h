@@ -41,6 +41,13 @@ struct CpuBackendOptions {
   // from memory rather than a cache they share (bench/README.md, "A step in
   // parts"). The results are the same bits either way.
   bool step_in_parts = true;
+  // The fewest tokens a part must have on average for a step to run in
+  // parts (weights in the shared cache; from memory, 64). Below it each
+  // part reads every weight for too few tokens, and the step in one piece,
+  // whose products split the weights between the threads, is faster: on
+  // the Intel VM, 2 threads, decode at 2 and 4 sequences ran 20 % and 8 %
+  // faster in one piece (bench/README.md, session 16). At least 1.
+  int64_t min_part_tokens = 4;
 };
 
 class CpuBackend final : public Backend {
@@ -56,9 +63,10 @@ class CpuBackend final : public Backend {
   }
   int num_threads() const { return pool_->num_threads(); }
   // With step_in_parts and more than one thread: one part per thread, up to
-  // one per sequence; otherwise 1. Also 1 when the matmul weights exceed a
-  // quarter of the shared cache (each part would stream them all from
-  // memory) and the step has fewer than 64 tokens a part.
+  // one per sequence; otherwise 1. Also 1 when the step has fewer than
+  // min_part_tokens tokens a part, or fewer than 64 a part while the matmul
+  // weights exceed a quarter of the shared cache (each part would stream
+  // them all from memory).
   int StepParts(const BatchLayout& layout) const override;
   // The bytes of every matmul weight PrepareMatMulWeight was given (what a
   // step's products read).
@@ -146,6 +154,7 @@ class CpuBackend final : public Backend {
   std::vector<std::unique_ptr<CpuBackend>> parts_;
   const MatMulPrecision matmul_precision_;
   const DeltaRuleForm delta_rule_form_;
+  int64_t min_part_tokens_ = 1;  // CpuBackendOptions::min_part_tokens
   BatchLayout layout_;
   std::vector<int32_t> positions_;  // [T], from layout_
   std::unordered_set<void*> allocations_;

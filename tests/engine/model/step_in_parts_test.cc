@@ -31,6 +31,9 @@ Decoder MakeDecoder(const ModelDirectory& model, int threads, bool in_parts) {
   CpuBackendOptions options;
   options.num_threads = threads;
   options.step_in_parts = in_parts;
+  // Every step of several sequences in parts, however few its tokens, so
+  // that the decode steps below run in parts too.
+  options.min_part_tokens = 1;
   auto backend = CpuBackend::Create(options);
   EXPECT_TRUE(backend.ok()) << backend.status();
   if (!backend.ok()) return d;
@@ -168,9 +171,14 @@ TEST(StepInPartsTest, CpuBackendSaysHowManyPartsAndRefusesMore) {
   ASSERT_TRUE(backend.ok()) << backend.status();
   BatchLayout one, three;
   one.sequences.resize(1);
+  one.sequences[0].num_tokens = 100;
   three.sequences.resize(3);
   EXPECT_EQ((*backend)->StepParts(one), 1);
-  EXPECT_EQ((*backend)->StepParts(three), 2);
+  // min_part_tokens (4 by default): 2 parts from 8 tokens.
+  for (SequenceSlice& s : three.sequences) s.num_tokens = 2;
+  EXPECT_EQ((*backend)->StepParts(three), 1);  // 6 tokens
+  three.sequences[2].num_tokens = 4;
+  EXPECT_EQ((*backend)->StepParts(three), 2);  // 8
 
   std::vector<int> ran(2, 0);
   EXPECT_TRUE((*backend)
@@ -212,6 +220,13 @@ TEST(StepInPartsTest, CpuBackendSaysHowManyPartsAndRefusesMore) {
   three.sequences[1].num_tokens = 126;
   EXPECT_EQ((*backend)->StepParts(three), 2);  // 128
 
+  options.min_part_tokens = 0;
+  auto bad = CpuBackend::Create(options);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("min_part_tokens"), std::string::npos)
+      << bad.status();
+  options.min_part_tokens = 4;
   options.step_in_parts = false;
   auto whole = CpuBackend::Create(options);
   ASSERT_TRUE(whole.ok());
