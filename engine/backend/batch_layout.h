@@ -9,6 +9,7 @@
 #define TRIBUTARY_ENGINE_BACKEND_BATCH_LAYOUT_H_
 
 #include <cstdint>
+#include <cstdlib>
 #include <vector>
 
 namespace tributary {
@@ -33,6 +34,31 @@ struct BatchLayout {
     int64_t n = 0;
     for (const SequenceSlice& s : sequences) n += s.num_tokens;
     return n;
+  }
+
+  // The step cut into `parts` contiguous runs of sequences of about equal
+  // token counts (Backend::StepParts), at least one sequence each (1 <=
+  // parts <= sequences.size()): part p is sequences [begin[p], begin[p +
+  // 1]), begin[0] = 0 and begin[parts] = sequences.size(). Each cut goes
+  // where the tokens before it come nearest to its share.
+  std::vector<int64_t> PartBegins(int parts) const {
+    const int64_t n = static_cast<int64_t>(sequences.size());
+    const int64_t tokens = num_tokens();
+    std::vector<int64_t> begin{0};
+    int64_t done = 0, next = 0;
+    for (int p = 1; p < parts; ++p) {
+      const int64_t target = tokens * p / parts;
+      // At least one sequence a part, and one left for each part after.
+      while (next < n - (parts - p) &&
+             (next == begin.back() ||
+              std::abs(done + sequences[next].num_tokens - target) <
+                  std::abs(done - target))) {
+        done += sequences[next++].num_tokens;
+      }
+      begin.push_back(next);
+    }
+    begin.push_back(n);
+    return begin;
   }
 };
 

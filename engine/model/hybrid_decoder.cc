@@ -452,22 +452,7 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
           ? static_cast<int>(std::clamp<int64_t>(backend_->StepParts(layout), 1,
                                                  num_sequences))
           : 1;
-  std::vector<int64_t> part_begin{0};
-  {
-    int64_t done = 0, next = 0;
-    for (int p = 1; p < num_parts; ++p) {
-      const int64_t target = num_tokens * p / num_parts;
-      // At least one sequence a part, and one left for each part after.
-      while (next < num_sequences - (num_parts - p) &&
-             (next == part_begin.back() ||
-              std::abs(done + layout.sequences[next].num_tokens - target) <
-                  std::abs(done - target))) {
-        done += layout.sequences[next++].num_tokens;
-      }
-      part_begin.push_back(next);
-    }
-    part_begin.push_back(num_sequences);
-  }
+  const std::vector<int64_t> part_begin = layout.PartBegins(num_parts);
 
   ForwardOutput output;
   // The rows that get logits, as indexes into their part's rows (into the

@@ -75,6 +75,10 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "min_part_tokens = ", options.min_part_tokens, " must be >= 1"));
   }
+  if (!(options.max_part_imbalance >= 1.0)) {  // NaN too
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_part_imbalance = ", options.max_part_imbalance, " must be >= 1"));
+  }
   if (options.matmul_precision == MatMulPrecision::kBF16 &&
       !MatMulBf16DotSupported()) {
     return absl::FailedPreconditionError(
@@ -88,6 +92,7 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
   std::unique_ptr<CpuBackend> backend(new CpuBackend(
       threads, options.matmul_precision, options.delta_rule_form));
   backend->min_part_tokens_ = options.min_part_tokens;
+  backend->max_part_imbalance_ = options.max_part_imbalance;
   if (options.step_in_parts && threads > 1) {
     for (int p = 0; p < threads; ++p) {
       backend->parts_.emplace_back(new CpuBackend(
@@ -113,7 +118,26 @@ int CpuBackend::StepParts(const BatchLayout& layout) const {
       layout.num_tokens() < kMinPartTokensFromMemory * parts) {
     return 1;
   }
-  return static_cast<int>(parts);
+  // Fewer parts while the largest would hold too many of the step's tokens
+  // (a prompt chunk beside a few decodes: one thread would run the chunk
+  // alone while the others wait).
+  int64_t n = parts;
+  for (; n > 1; --n) {
+    const std::vector<int64_t> begin = layout.PartBegins(static_cast<int>(n));
+    int64_t largest = 0;
+    for (int64_t p = 0; p < n; ++p) {
+      int64_t tokens = 0;
+      for (int64_t i = begin[p]; i < begin[p + 1]; ++i) {
+        tokens += layout.sequences[i].num_tokens;
+      }
+      largest = std::max(largest, tokens);
+    }
+    if (static_cast<double>(largest * n) <=
+        max_part_imbalance_ * static_cast<double>(layout.num_tokens())) {
+      break;
+    }
+  }
+  return static_cast<int>(n);
 }
 
 absl::Status CpuBackend::RunInParts(

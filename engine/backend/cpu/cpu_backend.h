@@ -48,6 +48,11 @@ struct CpuBackendOptions {
   // the Intel VM, 2 threads, decode at 2 and 4 sequences ran 20 % and 8 %
   // faster in one piece (bench/README.md, session 16). At least 1.
   int64_t min_part_tokens = 4;
+  // A step runs in n parts only while its largest part (BatchLayout::
+  // PartBegins) holds at most this many times its share of the tokens,
+  // else in fewer: a prompt chunk beside a few decodes would leave one
+  // thread running the chunk alone while the others wait. At least 1.
+  double max_part_imbalance = 1.5;
 };
 
 class CpuBackend final : public Backend {
@@ -66,7 +71,8 @@ class CpuBackend final : public Backend {
   // one per sequence; otherwise 1. Also 1 when the step has fewer than
   // min_part_tokens tokens a part, or fewer than 64 a part while the matmul
   // weights exceed a quarter of the shared cache (each part would stream
-  // them all from memory).
+  // them all from memory); and fewer parts while the largest would hold
+  // more than max_part_imbalance times its share.
   int StepParts(const BatchLayout& layout) const override;
   // The bytes of every matmul weight PrepareMatMulWeight was given (what a
   // step's products read).
@@ -154,7 +160,8 @@ class CpuBackend final : public Backend {
   std::vector<std::unique_ptr<CpuBackend>> parts_;
   const MatMulPrecision matmul_precision_;
   const DeltaRuleForm delta_rule_form_;
-  int64_t min_part_tokens_ = 1;  // CpuBackendOptions::min_part_tokens
+  int64_t min_part_tokens_ = 1;        // CpuBackendOptions::min_part_tokens
+  double max_part_imbalance_ = 1.5;    // CpuBackendOptions::max_part_imbalance
   BatchLayout layout_;
   std::vector<int32_t> positions_;  // [T], from layout_
   std::unordered_set<void*> allocations_;

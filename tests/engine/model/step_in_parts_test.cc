@@ -31,9 +31,11 @@ Decoder MakeDecoder(const ModelDirectory& model, int threads, bool in_parts) {
   CpuBackendOptions options;
   options.num_threads = threads;
   options.step_in_parts = in_parts;
-  // Every step of several sequences in parts, however few its tokens, so
-  // that the decode steps below run in parts too.
+  // Every step of several sequences in parts, however few its tokens and
+  // however uneven its parts, so that the decode steps below and the
+  // uneven prefill run in parts too.
   options.min_part_tokens = 1;
+  options.max_part_imbalance = 1e9;
   auto backend = CpuBackend::Create(options);
   EXPECT_TRUE(backend.ok()) << backend.status();
   if (!backend.ok()) return d;
@@ -179,6 +181,19 @@ TEST(StepInPartsTest, CpuBackendSaysHowManyPartsAndRefusesMore) {
   EXPECT_EQ((*backend)->StepParts(three), 1);  // 6 tokens
   three.sequences[2].num_tokens = 4;
   EXPECT_EQ((*backend)->StepParts(three), 2);  // 8
+  // max_part_imbalance (1.5 by default): a prompt chunk beside one decode
+  // would be a part of 32 tokens and one of 1; beside 31 decodes, parts of
+  // 31 and 32.
+  BatchLayout chunk;
+  chunk.sequences.resize(2);
+  chunk.sequences[0].num_tokens = 1;
+  chunk.sequences[1].num_tokens = 32;
+  EXPECT_EQ((*backend)->StepParts(chunk), 1);
+  chunk.sequences.resize(32);
+  for (SequenceSlice& s : chunk.sequences) s.num_tokens = 1;
+  chunk.sequences.back().num_tokens = 32;
+  EXPECT_EQ((*backend)->StepParts(chunk), 2);
+  EXPECT_EQ(chunk.PartBegins(2), (std::vector<int64_t>{0, 31, 32}));
 
   std::vector<int> ran(2, 0);
   EXPECT_TRUE((*backend)
@@ -211,14 +226,12 @@ TEST(StepInPartsTest, CpuBackendSaysHowManyPartsAndRefusesMore) {
   auto prepared = (*backend)->PrepareMatMulWeight(huge);
   ASSERT_TRUE(prepared.ok()) << prepared.status();
   EXPECT_EQ((*backend)->matmul_weight_bytes(), int64_t{4} << 30);
-  three.sequences[0].num_tokens = 1;
-  three.sequences[1].num_tokens = 1;
-  three.sequences[2].num_tokens = 1;
-  EXPECT_EQ((*backend)->StepParts(three), 1);
-  three.sequences[1].num_tokens = 125;
+  three.sequences[0].num_tokens = 42;
+  three.sequences[1].num_tokens = 42;
+  three.sequences[2].num_tokens = 43;
   EXPECT_EQ((*backend)->StepParts(three), 1);  // 127 tokens for 2 parts
-  three.sequences[1].num_tokens = 126;
-  EXPECT_EQ((*backend)->StepParts(three), 2);  // 128
+  three.sequences[1].num_tokens = 43;
+  EXPECT_EQ((*backend)->StepParts(three), 2);  // 128: 85 and 43
 
   options.min_part_tokens = 0;
   auto bad = CpuBackend::Create(options);
@@ -227,6 +240,13 @@ TEST(StepInPartsTest, CpuBackendSaysHowManyPartsAndRefusesMore) {
   EXPECT_NE(bad.status().message().find("min_part_tokens"), std::string::npos)
       << bad.status();
   options.min_part_tokens = 4;
+  options.max_part_imbalance = 0.5;
+  bad = CpuBackend::Create(options);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("max_part_imbalance"),
+            std::string::npos)
+      << bad.status();
+  options.max_part_imbalance = 1.5;
   options.step_in_parts = false;
   auto whole = CpuBackend::Create(options);
   ASSERT_TRUE(whole.ok());
