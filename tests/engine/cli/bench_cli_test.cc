@@ -5,13 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "cli_test_util.h"
 #include "engine/model/forward_work.h"
 #include "engine/model/model_directory.h"
 #include "nlohmann/json.hpp"
@@ -19,27 +16,13 @@
 namespace tributary {
 namespace {
 
-struct Result {
-  int exit_code;
-  std::string out, err;
-};
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
+using cli_testing::Result;
 
 Result RunBench(const std::string& arguments) {
-  const std::string out = testing::TempDir() + "/bench_cli_stdout.txt";
-  const std::string err = testing::TempDir() + "/bench_cli_stderr.txt";
-  const std::string command =
-      absl::StrCat(TRIBUTARY_BENCH_BINARY, " --model ", TRIBUTARY_MODEL_DIR,
-                   " ", arguments, " >", out, " 2>", err);
-  const int status = std::system(command.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadAll(out),
-          ReadAll(err)};
+  return cli_testing::RunCommand(
+      TRIBUTARY_BENCH_BINARY,
+      absl::StrCat("--model ", TRIBUTARY_MODEL_DIR, " ", arguments),
+      "bench_cli");
 }
 
 // One request of a 5-token prompt and 4 generated tokens: a prefill step

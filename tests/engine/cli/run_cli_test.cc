@@ -6,13 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include "../model/fixture_reference.h"
+#include "cli_test_util.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
@@ -22,25 +20,10 @@ namespace {
 
 using namespace testing_fixtures;  // NOLINT: test-local helpers
 
-struct Result {
-  int exit_code;
-  std::string out, err;
-};
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
+using cli_testing::Result;
 
 Result RunTool(const std::string& arguments) {
-  const std::string out = testing::TempDir() + "/run_cli_stdout.txt";
-  const std::string err = testing::TempDir() + "/run_cli_stderr.txt";
-  const std::string command = absl::StrCat(TRIBUTARY_RUN_BINARY, " ", arguments,
-                                           " >", out, " 2>", err);
-  const int status = std::system(command.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadAll(out), ReadAll(err)};
+  return cli_testing::RunCommand(TRIBUTARY_RUN_BINARY, arguments, "run_cli");
 }
 
 TEST(RunCliTest, DumpMatchesTheFixtureReference) {
