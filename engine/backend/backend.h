@@ -125,8 +125,9 @@ class Backend {
   // How many parts the backend would run a step of `layout` in, at once, one
   // part per core (RunInParts): 1, the default, where one op at a time
   // already fills the device (a GPU). The model splits the step's sequences
-  // into at most this many parts of contiguous rows; the model may always
-  // run fewer. Every part's results are the bits the whole step would give
+  // into that many parts of contiguous rows as BatchLayout::PartBegins
+  // cuts them (so the backend can judge the parts it would get); the model
+  // may always run fewer. Every part's results are the bits the whole step would give
   // (batch invariance), so this only says what is faster.
   virtual int StepParts(const BatchLayout& /*layout*/) const { return 1; }
   // Runs body(p, part) for p in [0, parts), at once where the backend can,
