@@ -184,26 +184,46 @@ struct Ceilings {
   double bytes_per_second = 0.0;
 };
 
-// Sums of the per-step statistics, and of each step's work (ForwardWork)
-// and, given ceilings, its floor: the least time its FLOPs or its bytes
-// take at those rates, whichever is larger (design.md §8's roofline).
+// A step's work: its FLOPs and bytes (ForwardWork).
+struct StepWork {
+  double flops = 0.0;
+  double bytes = 0.0;
+};
+
+// The roofline of `steps` at `ceilings`: the least time they could take,
+// each the larger of its FLOPs and its bytes over their rates (design.md
+// §8), and how many were bound by their FLOPs.
+struct Roofline {
+  double floor_seconds = 0.0;
+  int64_t flop_bound_steps = 0;
+};
+Roofline RooflineOf(const std::vector<StepWork>& steps,
+                    const Ceilings& ceilings) {
+  Roofline r;
+  for (const StepWork& step : steps) {
+    const double flop_seconds = step.flops / ceilings.flops_per_second;
+    const double byte_seconds = step.bytes / ceilings.bytes_per_second;
+    r.floor_seconds += std::max(flop_seconds, byte_seconds);
+    if (flop_seconds >= byte_seconds) ++r.flop_bound_steps;
+  }
+  return r;
+}
+
+// Sums of the per-step statistics and of each step's work (ForwardWork),
+// and, when asked, every step's work.
 class BenchObserver : public EngineObserver {
  public:
-  // Before the first step. keep_step_work: keep every step's FLOPs and
-  // bytes for the report (StepWork).
-  void SetWork(const ForwardWork& work, std::optional<Ceilings> ceilings,
-               bool keep_step_work) {
+  // Before the first step. keep_step_work: keep every step's work
+  // (StepWorks).
+  void SetWork(const ForwardWork& work, bool keep_step_work) {
     std::lock_guard<std::mutex> lock(mu_);
     work_ = work;
-    ceilings_ = ceilings;
     keep_step_work_ = keep_step_work;
   }
-  // [[FLOPs, bytes], …], a pair a step, in step order.
-  Json StepWork() const {
+  // Every measured step's work, in step order (empty unless kept).
+  std::vector<StepWork> StepWorks() const {
     std::lock_guard<std::mutex> lock(mu_);
-    Json out = Json::array();
-    for (const auto& [flops, bytes] : step_work_) out.push_back({flops, bytes});
-    return out;
+    return step_work_;
   }
   void OnStep(const StepStats& stats) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -214,16 +234,10 @@ class BenchObserver : public EngineObserver {
     shape.logit_rows = stats.num_sampled;
     shape.attended_keys = stats.attended_keys;
     shape.context_tokens = stats.context_tokens;
-    const double flops = work_.Flops(shape), bytes = work_.Bytes(shape);
-    sum_flops_ += flops;
-    sum_bytes_ += bytes;
-    if (keep_step_work_) step_work_.push_back({flops, bytes});
-    if (ceilings_) {
-      const double flop_seconds = flops / ceilings_->flops_per_second;
-      const double byte_seconds = bytes / ceilings_->bytes_per_second;
-      sum_floor_ += std::max(flop_seconds, byte_seconds);
-      if (flop_seconds >= byte_seconds) ++flop_bound_steps_;
-    }
+    const StepWork step{work_.Flops(shape), work_.Bytes(shape)};
+    sum_flops_ += step.flops;
+    sum_bytes_ += step.bytes;
+    if (keep_step_work_) step_work_.push_back(step);
     sum_sequences_ += stats.num_sequences;
     sum_tokens_ += stats.num_tokens;
     sum_step_ += stats.step_seconds;
@@ -238,9 +252,9 @@ class BenchObserver : public EngineObserver {
   }
   void Reset() {
     std::lock_guard<std::mutex> lock(mu_);
-    num_steps_ = sum_sequences_ = sum_tokens_ = flop_bound_steps_ = 0;
+    num_steps_ = sum_sequences_ = sum_tokens_ = 0;
     sum_step_ = sum_forward_ = sum_outside_ = sum_fraction_ = 0.0;
-    sum_flops_ = sum_bytes_ = sum_floor_ = 0.0;
+    sum_flops_ = sum_bytes_ = 0.0;
     step_work_.clear();
     kind_forward_[0].clear();
     kind_forward_[1].clear();
@@ -262,12 +276,6 @@ class BenchObserver : public EngineObserver {
     out["total_step_seconds"] = sum_step_;
     out["flops"] = sum_flops_;
     out["bytes"] = sum_bytes_;
-    if (ceilings_) {
-      // The least time the steps could take at the ceilings, and how many
-      // were bound by their FLOPs rather than their bytes.
-      out["floor_seconds"] = sum_floor_;
-      out["flop_bound_steps"] = flop_bound_steps_;
-    }
     const char* kinds[2] = {"decode", "prefill"};
     for (int k = 0; k < 2; ++k) {
       std::vector<double> sorted = kind_forward_[k];
@@ -293,13 +301,10 @@ class BenchObserver : public EngineObserver {
   double sum_outside_ = 0.0;
   double sum_fraction_ = 0.0;
   ForwardWork work_;
-  std::optional<Ceilings> ceilings_;
   double sum_flops_ = 0.0;
   double sum_bytes_ = 0.0;
-  double sum_floor_ = 0.0;
-  int64_t flop_bound_steps_ = 0;
   bool keep_step_work_ = false;
-  std::vector<std::pair<double, double>> step_work_;
+  std::vector<StepWork> step_work_;
   // Each step's forward seconds: [0] steps of decode tokens only, [1] steps
   // with a prefill chunk.
   std::vector<double> kind_forward_[2];
@@ -461,7 +466,8 @@ absl::Status Run(int argc, char** argv) {
   options.seed_generator_seed = static_cast<uint64_t>(seed);
   options.observer = &observer;
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(options));
-  observer.SetWork(engine->forward_work(), ceilings, args.Has("step-work"));
+  observer.SetWork(engine->forward_work(),
+                   ceilings.has_value() || args.Has("step-work"));
 
   // Synthetic prompts: uniform ids in the vocabulary, deterministic.
   std::mt19937_64 rng(static_cast<uint64_t>(seed));
@@ -620,13 +626,19 @@ absl::Status Run(int argc, char** argv) {
   // The roofline: the generated tokens over the least time the steps could
   // take at the ceilings (the engine's work between steps counted as none),
   // and the run's tokens/s as a fraction of that.
+  const std::vector<StepWork> step_works = observer.StepWorks();
   if (ceilings) {
-    const double floor = out["steps"]["floor_seconds"].get<double>();
-    const double ceiling_tps = floor > 0 ? num_generated / floor : 0.0;
+    const Roofline roofline = RooflineOf(step_works, *ceilings);
+    // The least time the steps could take at the ceilings, and how many
+    // were bound by their FLOPs rather than their bytes.
+    out["steps"]["floor_seconds"] = roofline.floor_seconds;
+    out["steps"]["flop_bound_steps"] = roofline.flop_bound_steps;
+    const double ceiling_tps = roofline.floor_seconds > 0
+                                   ? num_generated / roofline.floor_seconds
+                                   : 0.0;
     out["roofline"] = {
         {"peak_gflops", ceilings->flops_per_second / 1e9},
         {"read_gbps", ceilings->bytes_per_second / 1e9},
-        {"weight_bytes", engine->forward_work().weight_bytes},
         {"ceiling_tokens_per_second", ceiling_tps},
         {"fraction_of_ceiling",
          ceiling_tps > 0 ? out["generated_tokens_per_second"].get<double>() /
@@ -634,7 +646,13 @@ absl::Status Run(int argc, char** argv) {
                          : 0.0}};
   }
   out["weight_bytes"] = engine->forward_work().weight_bytes;
-  if (args.Has("step-work")) out["step_work"] = observer.StepWork();
+  if (args.Has("step-work")) {
+    // [[FLOPs, bytes], …], a pair a step, in step order.
+    Json& steps = out["step_work"] = Json::array();
+    for (const StepWork& step : step_works) {
+      steps.push_back({step.flops, step.bytes});
+    }
+  }
 
   if (json_output) {
     std::cout << out.dump(2) << std::endl;
