@@ -203,15 +203,36 @@ float SumScalar(const float* p, size_t n) {
   return s;
 }
 
-double DramReadGBs(const float* buf, size_t n, int threads, int reps,
-                   ThreadPool* pool) {
+// A 64-byte aligned buffer of `floats` floats holding a pattern.
+using FloatBuffer = std::unique_ptr<float, void (*)(void*)>;
+FloatBuffer PatternFloats(size_t floats) {
+  // aligned_alloc wants a size that is a multiple of the alignment.
+  FloatBuffer buf(static_cast<float*>(std::aligned_alloc(
+                      64, (floats * sizeof(float) + 63) / 64 * 64)),
+                  std::free);
+  for (size_t i = 0; i < floats; ++i) buf.get()[i] = static_cast<float>(i & 7);
+  return buf;
+}
+
+// GB/s of `threads` threads at once, each reading its share of buf[0, n)
+// `passes` times. Shares are of whole 32-float blocks (SumAvx2 reads
+// those); a last partial block is neither read nor counted.
+double ReadGBs(const float* buf, size_t n, int threads, int passes, int reps,
+               ThreadPool* pool) {
   const bool avx2 = __builtin_cpu_supports("avx2");
+  const size_t blocks = n / 32;
   const double s =
       BestSecondsOnThreads(threads, reps, pool, [&](int64_t t) {
-        const size_t lo = n / threads * t, hi = n / threads * (t + 1);
-        return avx2 ? SumAvx2(buf + lo, hi - lo) : SumScalar(buf + lo, hi - lo);
+        const size_t lo = blocks * t / threads * 32,
+                     hi = blocks * (t + 1) / threads * 32;
+        float sum = 0;
+        for (int pass = 0; pass < passes; ++pass) {
+          sum += avx2 ? SumAvx2(buf + lo, hi - lo)
+                      : SumScalar(buf + lo, hi - lo);
+        }
+        return sum;
       });
-  return n * sizeof(float) / s / 1e9;
+  return static_cast<double>(blocks * 32 * sizeof(float)) * passes / s / 1e9;
 }
 
 // ---- helpers for MatMul timing ----------------------------------------------
@@ -258,29 +279,9 @@ int RooflineCeilings(const Flags& flags, ThreadPool& pool_n) {
   const double peak = flags.threads *
                       FmaRatePerThread(flags.threads, flags.reps, &pool_n);
   const size_t floats = static_cast<size_t>(flags.read_bytes) / sizeof(float);
-  // aligned_alloc wants a size that is a multiple of the alignment.
-  std::unique_ptr<float, void (*)(void*)> buf(
-      static_cast<float*>(std::aligned_alloc(
-          64, (floats * sizeof(float) + 63) / 64 * 64)),
-      std::free);
-  for (size_t i = 0; i < floats; ++i) buf.get()[i] = static_cast<float>(i & 7);
-  constexpr int kPasses = 16;
-  const bool avx2 = __builtin_cpu_supports("avx2");
-  const double s = BestSecondsOnThreads(
-      flags.threads, flags.reps, &pool_n, [&](int64_t t) {
-        // Shares of whole 32-float blocks (SumAvx2 reads those).
-        const size_t blocks = floats / 32;
-        const size_t lo = blocks * t / flags.threads * 32,
-                     hi = blocks * (t + 1) / flags.threads * 32;
-        float sum = 0;
-        for (int pass = 0; pass < kPasses; ++pass) {
-          sum += avx2 ? SumAvx2(buf.get() + lo, hi - lo)
-                      : SumScalar(buf.get() + lo, hi - lo);
-        }
-        return sum;
-      });
-  const double read = static_cast<double>(floats / 32 * 32) * sizeof(float) *
-                      kPasses / s / 1e9;
+  const FloatBuffer buf = PatternFloats(floats);
+  const double read =
+      ReadGBs(buf.get(), floats, flags.threads, 16, flags.reps, &pool_n);
   std::printf("(r) roofline ceilings, %d threads at once\n", flags.threads);
   std::printf("  fma chains (all threads)     %8.1f GFLOP/s\n", peak);
   std::printf("  read %lld bytes (all threads) %8.2f GB/s\n",
@@ -433,18 +434,13 @@ int Main(const Flags& flags) {
   if (want('b')) {
     Rule();
     const size_t dram_floats = static_cast<size_t>(flags.dram_mib) << 18;
-    std::unique_ptr<float, void (*)(void*)> dram(
-        static_cast<float*>(
-            std::aligned_alloc(64, dram_floats * sizeof(float))),
-        std::free);
-    for (size_t i = 0; i < dram_floats; ++i)
-      dram.get()[i] = static_cast<float>(i & 7);
+    FloatBuffer dram = PatternFloats(dram_floats);
     std::printf("(b) DRAM streaming read of %ld MiB (GB/s)\n",
                 static_cast<long>(flags.dram_mib));
     for (int threads : {1, flags.threads}) {
       const double gbs =
-          DramReadGBs(dram.get(), dram_floats, threads, flags.reps,
-                      threads == 1 ? &pool1 : &pool_n);
+          ReadGBs(dram.get(), dram_floats, threads, 1, flags.reps,
+                  threads == 1 ? &pool1 : &pool_n);
       dram_peak = std::max(dram_peak, gbs);
       std::printf("  read                %d thr  %8.2f\n", threads, gbs);
     }
