@@ -113,9 +113,10 @@ int CpuBackend::StepParts(const BatchLayout& layout) const {
   if (parts_.empty() || layout.sequences.size() < 2) return 1;
   const int64_t parts =
       static_cast<int64_t>(std::min(parts_.size(), layout.sequences.size()));
-  if (layout.num_tokens() < min_part_tokens_ * parts) return 1;
+  const int64_t step_tokens = layout.num_tokens();
+  if (step_tokens < min_part_tokens_ * parts) return 1;
   if (matmul_weight_bytes_ > SharedCacheBytes() / 4 &&
-      layout.num_tokens() < kMinPartTokensFromMemory * parts) {
+      step_tokens < kMinPartTokensFromMemory * parts) {
     return 1;
   }
   // Fewer parts while the largest would hold too many of the step's tokens
@@ -133,7 +134,7 @@ int CpuBackend::StepParts(const BatchLayout& layout) const {
       largest = std::max(largest, tokens);
     }
     if (static_cast<double>(largest * n) <=
-        max_part_imbalance_ * static_cast<double>(layout.num_tokens())) {
+        max_part_imbalance_ * static_cast<double>(step_tokens)) {
       break;
     }
   }

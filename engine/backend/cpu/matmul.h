@@ -111,8 +111,8 @@ enum class WeightLayout : uint8_t {
   // outputs a vector, the weights widened in registers, no lane tree; on
   // AVX-512, 9–16 tokens read x transposed and 96 or more widen the weights
   // once a 64-pair slice for every token tile), kBF16 products their pair
-  // chains. The CPU backend packs
-  // every bf16 matrix so (CpuBackend::PrepareMatMulWeight).
+  // chains. The CPU backend packs every bf16 matrix so
+  // (CpuBackend::PrepareMatMulWeight).
   kBf16Pairs,
 };
 
