@@ -2,11 +2,15 @@
 
 #include <ucontext.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 // Switching fibers is the emulation's inner loop (every barrier and every
@@ -403,8 +407,13 @@ std::atomic<int> context_error{cudaSuccess};
 // Allocations above this fail as out of memory (a real device's limit, and
 // what the out-of-memory test asks for).
 constexpr size_t kEmulatedMemoryBytes = size_t{64} << 30;
-// cublasGemmEx calls still to fail (FailNextGemms).
+// cublasGemmEx and cublasLtMatmul calls still to fail (FailNextGemms).
 std::atomic<int> gemms_to_fail{0};
+// SetLtAlgorithmDelays: the extra seconds of each emulated product.
+std::mutex delays_mutex;
+double gemm_ex_delay_seconds = 0.0;
+std::vector<double> lt_delay_seconds;
+std::atomic<int64_t> lt_matmuls_run{0};
 
 cudaError_t Record(cudaError_t e) {
   if (e != cudaSuccess) last_error = e;
@@ -428,6 +437,14 @@ void ClearStickyError() {
   last_error = cudaSuccess;
 }
 void FailNextGemms(int count) { gemms_to_fail = count; }
+void SetLtAlgorithmDelays(double gemm_ex_seconds,
+                          const std::vector<double>& lt_seconds) {
+  std::lock_guard<std::mutex> lock(delays_mutex);
+  gemm_ex_delay_seconds = gemm_ex_seconds;
+  lt_delay_seconds = lt_seconds;
+}
+void ResetLtAlgorithmDelays() { SetLtAlgorithmDelays(0.0, {}); }
+int64_t LtMatmulsRun() { return lt_matmuls_run.load(); }
 }  // namespace cuda_emulation
 }  // namespace tributary
 
@@ -645,6 +662,13 @@ bool ToElementType(cudaDataType_t type, tributary::ElementType* out) {
     default: return false;
   }
 }
+cublasStatus_t EmulatedGemm(cublasOperation_t transa, cublasOperation_t transb,
+                            int m, int n, int k, const void* alpha,
+                            const void* A, cudaDataType_t a_type, int lda,
+                            const void* B, cudaDataType_t b_type, int ldb,
+                            const void* beta, void* C, cudaDataType_t c_type,
+                            int ldc, cublasComputeType_t compute,
+                            double delay_seconds);
 }  // namespace
 
 cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
@@ -670,8 +694,28 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
     });
     return CUBLAS_STATUS_SUCCESS;
   }
-  ElementType at, bt, ct;
   if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  double delay;
+  {
+    std::lock_guard<std::mutex> lock(delays_mutex);
+    delay = gemm_ex_delay_seconds;
+  }
+  return EmulatedGemm(transa, transb, m, n, k, alpha, A, a_type, lda, B, b_type,
+                      ldb, beta, C, c_type, ldc, compute, delay);
+}
+
+namespace {
+// The arithmetic of both cuBLAS entry points, after `delay_seconds` of
+// sleep (SetLtAlgorithmDelays).
+cublasStatus_t EmulatedGemm(cublasOperation_t transa, cublasOperation_t transb,
+                            int m, int n, int k, const void* alpha,
+                            const void* A, cudaDataType_t a_type, int lda,
+                            const void* B, cudaDataType_t b_type, int ldb,
+                            const void* beta, void* C, cudaDataType_t c_type,
+                            int ldc, cublasComputeType_t compute,
+                            double delay_seconds) {
+  using tributary::ElementType;
+  ElementType at, bt, ct;
   if (ContextError() != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
   if (!ToElementType(a_type, &at) || !ToElementType(b_type, &bt) ||
       !ToElementType(c_type, &ct) || compute != CUBLAS_COMPUTE_32F ||
@@ -681,6 +725,9 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
   if (m < 0 || n < 0 || k < 0 || lda < (transa == CUBLAS_OP_N ? m : k) ||
       ldb < (transb == CUBLAS_OP_N ? k : n) || ldc < m) {
     return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  if (delay_seconds > 0.0) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(delay_seconds));
   }
   const float a_scale = *static_cast<const float*>(alpha);
   const float c_scale = *static_cast<const float*>(beta);
@@ -717,4 +764,239 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
     }
   }
   return CUBLAS_STATUS_SUCCESS;
+}
+}  // namespace
+
+// --- Events --------------------------------------------------------------------
+struct CUevent_st {
+  std::chrono::steady_clock::time_point at;
+  bool recorded = false;
+};
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  RETURN_IF_CONTEXT_DEAD();
+  *event = new CUevent_st;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+  RETURN_IF_CONTEXT_DEAD();
+  if (tributary::cuda_emulation::CaptureList() != nullptr) {
+    return Record(cudaErrorStreamCaptureUnsupported);
+  }
+  event->at = std::chrono::steady_clock::now();
+  event->recorded = true;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t) {
+  RETURN_IF_CONTEXT_DEAD();
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  RETURN_IF_CONTEXT_DEAD();
+  if (!start->recorded || !end->recorded) return Record(cudaErrorInvalidValue);
+  *ms = std::chrono::duration<float, std::milli>(end->at - start->at).count();
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  delete event;
+  return cudaSuccess;
+}
+
+// --- cuBLASLt ------------------------------------------------------------------
+struct cublasLtContext {};
+
+cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
+  *handle = new cublasLtContext;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
+  delete handle;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc,
+                                        cublasComputeType_t compute,
+                                        cudaDataType_t scale_type) {
+  *desc = new cublasLtMatmulDescOpaque_t{compute, scale_type};
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
+  delete desc;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
+                                              cublasLtMatmulDescAttributes_t attr,
+                                              const void* buf, size_t bytes) {
+  // The transposes are int32 attributes (cublasLt.h).
+  if (bytes != sizeof(int32_t)) return CUBLAS_STATUS_INVALID_VALUE;
+  int32_t value;
+  std::memcpy(&value, buf, sizeof value);
+  if (value != CUBLAS_OP_N && value != CUBLAS_OP_T) return CUBLAS_STATUS_INVALID_VALUE;
+  switch (attr) {
+    case CUBLASLT_MATMUL_DESC_TRANSA:
+      desc->transa = static_cast<cublasOperation_t>(value);
+      return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_TRANSB:
+      desc->transb = static_cast<cublasOperation_t>(value);
+      return CUBLAS_STATUS_SUCCESS;
+  }
+  return CUBLAS_STATUS_INVALID_VALUE;
+}
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout,
+                                          cudaDataType_t type, uint64_t rows,
+                                          uint64_t cols, int64_t ld) {
+  if (ld < 0 || (rows > 0 && static_cast<uint64_t>(ld) < rows)) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  *layout = new cublasLtMatrixLayoutOpaque_t{type, rows, cols, ld};
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
+  delete layout;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
+  *pref = new cublasLtMatmulPreferenceOpaque_t;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) {
+  delete pref;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(
+    cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr,
+    const void* buf, size_t bytes) {
+  // The workspace limit is a uint64 attribute, the alignments uint32
+  // (cublasLt.h).
+  switch (attr) {
+    case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES:
+      if (bytes != sizeof(uint64_t)) return CUBLAS_STATUS_INVALID_VALUE;
+      std::memcpy(&pref->max_workspace_bytes, buf, sizeof(uint64_t));
+      return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES:
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES:
+      if (bytes != sizeof(uint32_t)) return CUBLAS_STATUS_INVALID_VALUE;
+      std::memcpy(&pref->min_alignment[attr - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES],
+                  buf, sizeof(uint32_t));
+      return CUBLAS_STATUS_SUCCESS;
+  }
+  return CUBLAS_STATUS_INVALID_VALUE;
+}
+
+namespace {
+// The product's dimensions from its descriptors, as cuBLASLt reads them:
+// op(A) [m, k], op(B) [k, n], C and D [m, n], column-major.
+bool LtDims(const cublasLtMatmulDescOpaque_t& desc,
+            const cublasLtMatrixLayoutOpaque_t& a,
+            const cublasLtMatrixLayoutOpaque_t& b,
+            const cublasLtMatrixLayoutOpaque_t& c,
+            const cublasLtMatrixLayoutOpaque_t& d, int* m, int* n, int* k) {
+  const uint64_t am = desc.transa == CUBLAS_OP_N ? a.rows : a.cols;
+  const uint64_t ak = desc.transa == CUBLAS_OP_N ? a.cols : a.rows;
+  const uint64_t bk = desc.transb == CUBLAS_OP_N ? b.rows : b.cols;
+  const uint64_t bn = desc.transb == CUBLAS_OP_N ? b.cols : b.rows;
+  if (ak != bk || d.rows != am || d.cols != bn || c.rows != d.rows ||
+      c.cols != d.cols || c.ld != d.ld || c.type != d.type || a.type != b.type ||
+      am > INT32_MAX || bn > INT32_MAX || ak > INT32_MAX) {
+    return false;
+  }
+  *m = static_cast<int>(am);
+  *n = static_cast<int>(bn);
+  *k = static_cast<int>(ak);
+  return true;
+}
+}  // namespace
+
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
+    cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+    cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+    cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+    cublasLtMatmulPreference_t pref, int requested,
+    cublasLtMatmulHeuristicResult_t results[], int* returned) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (requested <= 0) return CUBLAS_STATUS_INVALID_VALUE;
+  int m, n, k;
+  if (!LtDims(*desc, *a, *b, *c, *d, &m, &n, &k) ||
+      desc->compute != CUBLAS_COMPUTE_32F || desc->scale_type != CUDA_R_32F) {
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  *returned = std::min(requested, tributary::cuda_emulation::kEmulatedLtAlgorithms);
+  for (int i = 0; i < *returned; ++i) {
+    results[i] = cublasLtMatmulHeuristicResult_t{};
+    results[i].algo.data[0] = static_cast<uint64_t>(i);
+    // The alignments the algorithm was chosen for: A, B and D (as a real
+    // algorithm may need the alignment the preference promised).
+    results[i].algo.data[1] = pref->min_alignment[0];
+    results[i].algo.data[2] = pref->min_alignment[1];
+    results[i].algo.data[3] = pref->min_alignment[3];
+    results[i].state = CUBLAS_STATUS_SUCCESS;
+    results[i].wavesCount = 1.0f;
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+                              const void* alpha, const void* A,
+                              cublasLtMatrixLayout_t a_layout, const void* B,
+                              cublasLtMatrixLayout_t b_layout, const void* beta,
+                              const void* C, cublasLtMatrixLayout_t c_layout,
+                              void* D, cublasLtMatrixLayout_t d_layout,
+                              const cublasLtMatmulAlgo_t* algo, void* workspace,
+                              size_t workspace_bytes, cudaStream_t stream) {
+  if (gemms_to_fail.load() > 0) {
+    gemms_to_fail.fetch_sub(1);
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  if (auto* list = tributary::cuda_emulation::CaptureList()) {
+    // α and β in host memory are read now, as cuBLASLt's default pointer
+    // mode does.
+    const float alpha_value = *static_cast<const float*>(alpha);
+    const float beta_value = *static_cast<const float*>(beta);
+    const bool has_algo = algo != nullptr;
+    const cublasLtMatmulAlgo_t algo_value = has_algo ? *algo : cublasLtMatmulAlgo_t{};
+    list->push_back([=] {
+      cublasLtMatmul(handle, desc, &alpha_value, A, a_layout, B, b_layout,
+                     &beta_value, C, c_layout, D, d_layout,
+                     has_algo ? &algo_value : nullptr, workspace,
+                     workspace_bytes, stream);
+    });
+    return CUBLAS_STATUS_SUCCESS;
+  }
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  int m, n, k;
+  if (!LtDims(*desc, *a_layout, *b_layout, *c_layout, *d_layout, &m, &n, &k) ||
+      desc->compute != CUBLAS_COMPUTE_32F || desc->scale_type != CUDA_R_32F ||
+      C != D) {
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  const uint64_t index = algo == nullptr ? 0 : algo->data[0];
+  if (index >= static_cast<uint64_t>(tributary::cuda_emulation::kEmulatedLtAlgorithms)) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  // An operand less aligned than the algorithm was chosen for.
+  if (algo != nullptr) {
+    const void* operands[] = {A, B, D};
+    for (int i = 0; i < 3; ++i) {
+      const uint64_t need = algo->data[1 + i];
+      if (need > 1 && reinterpret_cast<uintptr_t>(operands[i]) % need != 0) {
+        return CUBLAS_STATUS_INVALID_VALUE;
+      }
+    }
+  }
+  double delay = 0.0;
+  {
+    std::lock_guard<std::mutex> lock(delays_mutex);
+    if (index < lt_delay_seconds.size()) delay = lt_delay_seconds[index];
+  }
+  ++lt_matmuls_run;
+  return EmulatedGemm(desc->transa, desc->transb, m, n, k, alpha, A,
+                      a_layout->type, static_cast<int>(a_layout->ld), B,
+                      b_layout->type, static_cast<int>(b_layout->ld), beta, D,
+                      d_layout->type, static_cast<int>(d_layout->ld),
+                      desc->compute, delay);
 }

@@ -269,15 +269,116 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
                             void* C, cudaDataType_t c_type, int ldc,
                             cublasComputeType_t compute, cublasGemmAlgo_t algo);
 
+// --- Events ------------------------------------------------------------------
+// An event records the host clock when the work before it is done: at once,
+// since emulated work runs when it is issued. Not inside a capture (the
+// backend times nothing there).
+struct CUevent_st;
+typedef CUevent_st* cudaEvent_t;
+cudaError_t cudaEventCreate(cudaEvent_t* event);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream);
+cudaError_t cudaEventSynchronize(cudaEvent_t event);
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
+
+// --- cuBLASLt ------------------------------------------------------------------
+// The descriptors hold what the emulated product reads; the heuristic offers
+// kEmulatedLtAlgorithms algorithms (data[0] = 0, 1, …), which all compute as
+// cublasGemmEx does (their speeds differ only as SetLtAlgorithmDelays says).
+typedef struct cublasLtContext* cublasLtHandle_t;
+struct cublasLtMatmulDescOpaque_t {
+  cublasComputeType_t compute;
+  cudaDataType_t scale_type;
+  cublasOperation_t transa = CUBLAS_OP_N, transb = CUBLAS_OP_N;
+};
+typedef cublasLtMatmulDescOpaque_t* cublasLtMatmulDesc_t;
+struct cublasLtMatrixLayoutOpaque_t {
+  cudaDataType_t type;
+  uint64_t rows, cols;
+  int64_t ld;
+};
+typedef cublasLtMatrixLayoutOpaque_t* cublasLtMatrixLayout_t;
+struct cublasLtMatmulPreferenceOpaque_t {
+  uint64_t max_workspace_bytes = 0;
+  uint32_t min_alignment[4] = {256, 256, 256, 256};  // A, B, C, D
+};
+typedef cublasLtMatmulPreferenceOpaque_t* cublasLtMatmulPreference_t;
+struct cublasLtMatmulAlgo_t {
+  uint64_t data[8];
+};
+struct cublasLtMatmulHeuristicResult_t {
+  cublasLtMatmulAlgo_t algo;
+  size_t workspaceSize;
+  cublasStatus_t state;
+  float wavesCount;
+  int reserved[4];
+};
+enum cublasLtMatmulDescAttributes_t {
+  CUBLASLT_MATMUL_DESC_TRANSA = 3,
+  CUBLASLT_MATMUL_DESC_TRANSB = 4,
+};
+enum cublasLtMatmulPreferenceAttributes_t {
+  CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8,
+};
+cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle);
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle);
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc,
+                                        cublasComputeType_t compute,
+                                        cudaDataType_t scale_type);
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc);
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
+                                              cublasLtMatmulDescAttributes_t attr,
+                                              const void* buf, size_t bytes);
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout,
+                                          cudaDataType_t type, uint64_t rows,
+                                          uint64_t cols, int64_t ld);
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout);
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref);
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref);
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(
+    cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr,
+    const void* buf, size_t bytes);
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
+    cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+    cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+    cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+    cublasLtMatmulPreference_t pref, int requested,
+    cublasLtMatmulHeuristicResult_t results[], int* returned);
+// D = alpha · op(A) · op(B) + beta · C (C and D the same matrix here), on
+// the stream (recorded while it captures).
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+                              const void* alpha, const void* A,
+                              cublasLtMatrixLayout_t a_layout, const void* B,
+                              cublasLtMatrixLayout_t b_layout, const void* beta,
+                              const void* C, cublasLtMatrixLayout_t c_layout,
+                              void* D, cublasLtMatrixLayout_t d_layout,
+                              const cublasLtMatmulAlgo_t* algo, void* workspace,
+                              size_t workspace_bytes, cudaStream_t stream);
+
 namespace tributary {
 namespace cuda_emulation {
+constexpr int kEmulatedLtAlgorithms = 4;
+// How long each emulated product takes beyond its arithmetic, in seconds:
+// cublasGemmEx's, and that of each of the kEmulatedLtAlgorithms (missing
+// ones: none). For the tests of a tuner that times them. All zero again
+// after ResetLtAlgorithmDelays().
+void SetLtAlgorithmDelays(double gemm_ex_seconds,
+                          const std::vector<double>& lt_seconds);
+void ResetLtAlgorithmDelays();
+// How many cublasLtMatmul products have run (issued or replayed from a
+// graph) since the process started: which path a product took.
+int64_t LtMatmulsRun();
 // Puts the emulated device in the state a sticky error (an illegal address,
 // say) leaves a real one in: every later runtime call and launch fails with
 // `error`, until ClearStickyError() (which a real process cannot do: there,
 // only a restart helps). For the tests of the backend's error handling.
 void InjectStickyError(cudaError_t error);
 void ClearStickyError();
-// The next `count` cublasGemmEx calls (captured or not) return
+// The next `count` cublasGemmEx and cublasLtMatmul calls (captured or not) return
 // CUBLAS_STATUS_NOT_SUPPORTED and do nothing, as cuBLAS may for a product
 // it declines. For the tests of a capture whose work fails.
 void FailNextGemms(int count);
