@@ -133,6 +133,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   backend_options.cuda_device = options.cuda_device;
   backend_options.cuda_graphs = options.cuda_graphs;
   backend_options.cuda_programmatic_launch = options.cuda_programmatic_launch;
+  backend_options.cuda_tune_gemms = options.cuda_tune_gemms;
   ASSIGN_OR_RETURN(impl->backend, CreateBackend(backend_options));
   LogInfo("backend: ", impl->backend->name());
   impl->device_sampling =

@@ -85,6 +85,10 @@ struct EngineOptions {
   // CUDA: programmatic dependent launch (BackendOptions::
   // cuda_programmatic_launch; off until a device run has measured it).
   bool cuda_programmatic_launch = false;
+  // CUDA: batched decode's products on the algorithm measured fastest for
+  // their shape (BackendOptions::cuda_tune_gemms; off until a device run
+  // has measured it).
+  bool cuda_tune_gemms = false;
   // Where requests that sample, ask logprobs or have penalties get their
   // tokens: on the backend (Backend::ChooseTokens: only the ids and the
   // asked logprobs come back; penalties from each request's distinct

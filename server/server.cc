@@ -111,6 +111,7 @@ absl::Status Server::Init(ServerConfig config) {
   eo.cuda_device = config_.cuda_device;
   eo.cuda_graphs = config_.cuda_graphs;
   eo.cuda_programmatic_launch = config_.cuda_programmatic_launch;
+  eo.cuda_tune_gemms = config_.cuda_tune_gemms;
   eo.device_sampling = config_.device_sampling
                            ? EngineOptions::DeviceSampling::kAuto
                            : EngineOptions::DeviceSampling::kOff;

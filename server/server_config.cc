@@ -61,6 +61,9 @@ const char* ServerUsage() {
                               CUDA graphs
   --cuda-programmatic-launch  CUDA: kernels launched with programmatic
                               dependent launch (off)
+  --cuda-tune-gemms           CUDA: batched decode's products on the cuBLAS
+                              algorithm measured fastest for each shape,
+                              timed when first met (off)
   --no-device-sampling        CUDA: sampled requests draw on the host from
                               copied logits rows, not on the device
   --threads N                 compute threads (0 = every core)
@@ -161,7 +164,8 @@ absl::StatusOr<ServerConfig> ParseServerFlags(int argc, const char* const* argv,
                       "steering-vectors", "engine-cpus", "http-port",
                       "http-threads", "served-model-name"},
                      {"help", "no-residual-stats", "no-cuda-graphs",
-                      "cuda-programmatic-launch", "no-device-sampling"}));
+                      "cuda-programmatic-launch", "cuda-tune-gemms",
+                      "no-device-sampling"}));
   *help = args.Has("help");
   if (!args.positional().empty()) {
     return absl::InvalidArgumentError(
@@ -179,6 +183,7 @@ absl::StatusOr<ServerConfig> ParseServerFlags(int argc, const char* const* argv,
   c.cuda_device = static_cast<int>(cuda_device);
   c.cuda_graphs = !args.Has("no-cuda-graphs");
   c.cuda_programmatic_launch = args.Has("cuda-programmatic-launch");
+  c.cuda_tune_gemms = args.Has("cuda-tune-gemms");
   c.device_sampling = !args.Has("no-device-sampling");
   ASSIGN_OR_RETURN(long long threads, args.GetInt("threads", 0, 0, 1024));
   c.num_threads = static_cast<int>(threads);

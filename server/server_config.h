@@ -36,6 +36,9 @@ struct ServerConfig {
   // --cuda-programmatic-launch: kernels may start while the one before them
   // finishes (EngineOptions::cuda_programmatic_launch; off by default).
   bool cuda_programmatic_launch = false;
+  // --cuda-tune-gemms: batched decode's products on the algorithm measured
+  // fastest for their shape (EngineOptions::cuda_tune_gemms; off by default).
+  bool cuda_tune_gemms = false;
   // --no-device-sampling: CUDA: sampled requests draw on the host from the
   // copied logits rows (EngineOptions::device_sampling; on by default).
   bool device_sampling = true;

@@ -25,7 +25,11 @@
 //    the graphs and what the fast kernels gain; and one with programmatic
 //    dependent launch (CudaBackend::set_programmatic_launch, off in the
 //    service until measured): what starting each kernel while the one
-//    before it finishes gains.
+//    before it finishes gains; and one with the GEMM tuner
+//    (CudaBackend::set_tune_gemms, off in the service until measured):
+//    what the algorithms measured fastest for batched decode's cuBLAS
+//    products gain (they are tuned in the warm-up steps; --json lists every
+//    shape's cublasGemmEx and best times and the choice).
 // Times are host clocks around Synchronize (the backend has no events; a
 // step is long enough that the launch latency of the last op is noise).
 // A table goes to stdout; --json writes the numbers.
@@ -185,10 +189,10 @@ absl::Status Run(int argc, char** argv) {
   }
   const int64_t block = 16;
   // Positions a sequence reaches: the prefill, or the context plus every
-  // decode step (two warm-up steps and the timed ones, each in the five
+  // decode step (two warm-up steps and the timed ones, each in the six
   // variants, and three for the per-op breakdown).
   const int64_t kBreakdownSteps = 3;
-  const int64_t kVariants = 5;
+  const int64_t kVariants = 6;
   const int64_t decode_steps = kVariants * (steps + 2) + 2 * kBreakdownSteps;
   const int64_t blocks_per_seq =
       (std::max(context + decode_steps, prefill_tokens) + block - 1) / block;
@@ -319,8 +323,9 @@ absl::Status Run(int argc, char** argv) {
     // Steps rotate through the variants (fast kernels with graphs, the
     // service's; without graphs; the straightforward kernels without
     // graphs; fast with graphs drawing sampled tokens; fast with graphs and
-    // programmatic dependent launch), so that a slow phase of the device
-    // hits all five. The two warm-up rounds capture the graphs.
+    // programmatic dependent launch; fast with graphs and tuned GEMMs), so
+    // that a slow phase of the device hits all six. The two warm-up rounds
+    // capture the graphs (and tune the tuned variant's products).
     std::vector<double> times[kVariants];
     // The programmatic variant's steps that ran as plain launches (a capture
     // refused): its time would then not be the graphs'.
@@ -333,9 +338,11 @@ absl::Status Run(int argc, char** argv) {
         ++position;
         // Graphs for the service's two step kinds (variants 0 and 3), and
         // for programmatic launch (4).
-        cuda->set_graphs(variant == 0 || variant == 3 || variant == 4);
+        cuda->set_graphs(variant == 0 || variant == 3 || variant == 4 ||
+                         variant == 5);
         cuda->set_straightforward_kernels(variant == 2);
         cuda->set_programmatic_launch(variant == 4);
+        RETURN_IF_ERROR(cuda->set_tune_gemms(variant == 5));
         const int64_t eager_before = cuda->graph_stats().eager;
         const auto start = Clock::now();
         absl::Status status =
@@ -350,6 +357,7 @@ absl::Status Run(int argc, char** argv) {
           programmatic_took = programmatic_took && cuda->programmatic_launch();
         }
         cuda->set_programmatic_launch(false);
+        RETURN_IF_ERROR(cuda->set_tune_gemms(false));
         RETURN_IF_ERROR(status);
         if (i >= 2) times[variant].push_back(seconds);
       }
@@ -359,6 +367,7 @@ absl::Status Run(int argc, char** argv) {
     const double peer_ms = 1e3 * Median(times[2]);
     const double sampled_ms = 1e3 * Median(times[3]);
     const double programmatic_ms = 1e3 * Median(times[4]);
+    const double tuned_ms = 1e3 * Median(times[5]);
     // Where a step's time goes: three more steps, each op synchronized and
     // timed (slower in all than the steps above: the sum is a breakdown,
     // not a step time).
@@ -412,11 +421,24 @@ absl::Status Run(int argc, char** argv) {
                       {"programmatic_launch_ms_per_step", programmatic_ms},
                       {"programmatic_launch_took", programmatic_took},
                       {"programmatic_launch_eager_steps", programmatic_eager},
+                      {"tuned_gemms_ms_per_step", tuned_ms},
                       {"graphs_captured", cuda->graph_stats().captured},
                       {"graphs_replayed", cuda->graph_stats().replayed},
                       {"ops_synchronized", breakdown},
                       {"ops_synchronized_straightforward", peer_breakdown}});
     report["decode"] = decode;
+    nlohmann::json tunings = nlohmann::json::array();
+    for (const GemmTuning& t : cuda->gemm_tunings()) {
+      tunings.push_back({{"out_features", t.out_features},
+                         {"tokens", t.tokens},
+                         {"in_features", t.in_features},
+                         {"f32_output", t.f32_output},
+                         {"candidates", t.candidates},
+                         {"gemm_ex_ms", t.default_ms},
+                         {"best_candidate_ms", t.best_ms},
+                         {"chosen_rank", t.chosen}});
+    }
+    report["gemm_tunings"] = tunings;
     LogInfo("decode at batch ", batch, ": ", ms, " ms/step (floor ", floor_ms,
             " ms)");
     RETURN_IF_ERROR(save());
@@ -458,21 +480,40 @@ absl::Status Run(int argc, char** argv) {
   }
   std::cout << "\nbatch  context  ms/step  floor ms  floor/measured"
                "  no graphs ms  straightforward ms  graphs gain  fast-kernel gain"
-               "  sampled ms  programmatic ms\n";
+               "  sampled ms  programmatic ms  tuned ms\n";
   for (const auto& d : decode) {
     const double ms = d["ms_per_step"].get<double>();
     const double no_graphs = d["no_graphs_ms_per_step"].get<double>();
     const double straightforward = d["straightforward_ms_per_step"].get<double>();
     std::cout << absl::StrFormat(
         "%5d  %7d  %7.2f  %8.2f  %13.1f%%  %12.2f  %18.2f  %10.2fx  %15.2fx"
-        "  %10.2f  %15.2f\n",
+        "  %10.2f  %15.2f  %8.2f\n",
         d["batch"].get<int64_t>(), d["context"].get<int64_t>(), ms,
         d["floor_ms"].get<double>(),
         100.0 * d["floor_over_measured"].get<double>(), no_graphs,
         straightforward, no_graphs / ms, straightforward / no_graphs,
         d["sampled_ms_per_step"].get<double>(),
-        d["programmatic_launch_ms_per_step"].get<double>());
+        d["programmatic_launch_ms_per_step"].get<double>(),
+        d["tuned_gemms_ms_per_step"].get<double>());
   }
+  // The tuner's shapes: how much faster than cublasGemmEx the best
+  // cuBLASLt algorithm ran, and how many it kept.
+  int kept = 0;
+  double gain_sum = 0.0;
+  int compared = 0;
+  for (const auto& t : report["gemm_tunings"]) {
+    if (t["chosen_rank"].get<int>() >= 0) ++kept;
+    const double best = t["best_candidate_ms"].get<double>();
+    if (best > 0.0) {
+      gain_sum += t["gemm_ex_ms"].get<double>() / best;
+      ++compared;
+    }
+  }
+  std::cout << absl::StrFormat(
+      "\ngemm tuner: %d shapes tuned, %d kept a cuBLASLt algorithm; "
+      "cublasGemmEx / best candidate %.2fx on average\n",
+      static_cast<int>(report["gemm_tunings"].size()), kept,
+      compared > 0 ? gain_sum / compared : 0.0);
   return save();
 }
 

@@ -39,6 +39,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
   cuda.attention_run_keys = options.cuda_attention_run_keys;
   cuda.graphs = options.cuda_graphs;
   cuda.programmatic_launch = options.cuda_programmatic_launch;
+  cuda.tune_gemms = options.cuda_tune_gemms;
   if (options.cuda_delta_rule_workspace_bytes > 0) {
     cuda.delta_rule_workspace_bytes = options.cuda_delta_rule_workspace_bytes;
   }

@@ -42,6 +42,8 @@ struct BackendOptions {
   bool cuda_graphs = true;
   // CudaBackendOptions::programmatic_launch.
   bool cuda_programmatic_launch = false;
+  // CudaBackendOptions::tune_gemms.
+  bool cuda_tune_gemms = false;
 };
 
 // Whether this build has the CUDA backend (the toolkit was found at build

@@ -7,7 +7,7 @@
 //                   [--max-tokens-per-step K] [--cache-mib MIB]
 //                   [--warmup W] [--tokenizer] [--json]
 //                   [--backend cpu|cuda] [--device D] [--no-cuda-graphs]
-//                   [--cuda-programmatic-launch]
+//                   [--cuda-programmatic-launch] [--cuda-tune-gemms]
 //                   [--synthetic PRESET]
 //                   [--temperature T] [--top-k K] [--top-p P]
 //                   [--repetition-penalty R]
@@ -334,6 +334,7 @@ absl::Status Run(int argc, char** argv) {
                       "top-k", "top-p", "repetition-penalty", "cpu-matmul",
                       "peak-gflops", "read-gbps"},
                      {"json", "tokenizer", "no-cuda-graphs", "cuda-programmatic-launch",
+                      "cuda-tune-gemms",
                       "device-sampling", "no-device-sampling", "cpu-one-piece",
                       "residual-stats", "step-work"}));
   if (!args.positional().empty()) {
@@ -451,6 +452,7 @@ absl::Status Run(int argc, char** argv) {
   options.cuda_device = static_cast<int>(device);
   options.cuda_graphs = !args.Has("no-cuda-graphs");
   options.cuda_programmatic_launch = args.Has("cuda-programmatic-launch");
+  options.cuda_tune_gemms = args.Has("cuda-tune-gemms");
   options.device_sampling =
       args.Has("device-sampling")      ? EngineOptions::DeviceSampling::kOn
       : args.Has("no-device-sampling") ? EngineOptions::DeviceSampling::kOff

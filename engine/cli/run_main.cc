@@ -5,7 +5,7 @@
 //                 [--max-new-tokens N] [--ignore-eos] [--threads N]
 //                 [--cpu-matmul f32|bf16]
 //                 [--backend cpu|cuda] [--device N] [--no-cuda-graphs]
-//                 [--cuda-programmatic-launch]
+//                 [--cuda-programmatic-launch] [--cuda-tune-gemms]
 //                 [--dump FILE.json]
 //
 // Greedy decoding. Stdout carries the generated text only, streamed as it is
@@ -89,7 +89,8 @@ absl::Status Run(int argc, char** argv) {
                      {"model", "prompt", "prompt-ids", "max-new-tokens",
                       "threads", "dump", "backend", "device", "synthetic",
                       "seed", "cpu-matmul"},
-                     {"ignore-eos", "no-cuda-graphs", "cuda-programmatic-launch"}));
+                     {"ignore-eos", "no-cuda-graphs", "cuda-programmatic-launch",
+                      "cuda-tune-gemms"}));
   if (!args.positional().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", args.positional()[0], "'"));
@@ -111,6 +112,7 @@ absl::Status Run(int argc, char** argv) {
   backend_options.cuda_device = static_cast<int>(device);
   backend_options.cuda_graphs = !args.Has("no-cuda-graphs");
   backend_options.cuda_programmatic_launch = args.Has("cuda-programmatic-launch");
+  backend_options.cuda_tune_gemms = args.Has("cuda-tune-gemms");
   ASSIGN_OR_RETURN(int64_t seed, args.GetInt("seed", 1, 0, INT64_MAX));
 
   const absl::Time load_start = absl::Now();

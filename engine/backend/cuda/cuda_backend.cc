@@ -12,6 +12,7 @@
 #include "engine/backend/cuda/cuda_status.h"
 #include "engine/backend/cuda/device_layout.h"
 #include "engine/backend/cuda/launch_recorder.h"
+#include "engine/backend/cuda/gemm_tuner.h"
 #include "engine/backend/cuda/programmatic_launch.h"
 
 namespace tributary {
@@ -154,7 +155,44 @@ absl::Status CudaBackend::Init() {
                           options_.cublas_workspace_bytes),
         "cublasSetWorkspace"));
   }
+  if (options_.tune_gemms) {
+    options_.tune_gemms = false;
+    RETURN_IF_ERROR(set_tune_gemms(true));
+  }
   return absl::OkStatus();
+}
+
+absl::Status CudaBackend::set_tune_gemms(bool on) {
+  if (on && tuner_ == nullptr) {
+    ASSIGN_OR_RETURN(std::unique_ptr<cuda::GemmTuner> tuner,
+                     cuda::GemmTuner::Create(*cublas_api_, cublas_, stream_,
+                                             cublas_workspace_,
+                                             options_.cublas_workspace_bytes,
+                                             cuda::GemmTuner::Options{}));
+    ASSIGN_OR_RETURN(tune_scratch_,
+                     DeviceAlloc(kTuneScratchBytes, "the GEMM tuner's scratch output"));
+    tuner_ = std::move(tuner);
+  }
+  options_.tune_gemms = on;
+  return absl::OkStatus();
+}
+
+std::vector<GemmTuning> CudaBackend::gemm_tunings() const {
+  std::vector<GemmTuning> out;
+  if (tuner_ == nullptr) return out;
+  for (const cuda::GemmChoice& c : tuner_->choices()) {
+    GemmTuning t;
+    t.out_features = c.shape.m;
+    t.tokens = c.shape.n;
+    t.in_features = c.shape.k;
+    t.f32_output = c.shape.d_type == CUDA_R_32F;
+    t.candidates = c.candidates;
+    t.default_ms = c.default_ms;
+    t.best_ms = c.best_ms;
+    t.chosen = c.chosen;
+    out.push_back(t);
+  }
+  return out;
 }
 
 CudaBackend::~CudaBackend() {
@@ -164,6 +202,7 @@ CudaBackend::~CudaBackend() {
   (void)cudaSetDevice(options_.device);
   if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
   ClearGraphs();
+  tuner_.reset();  // its descriptors, before the handles they were made with
   if (cublas_ != nullptr) (void)cublas_api_->destroy(cublas_);
   for (const auto& [data, bytes] : allocation_bytes_) (void)cudaFree(data);
   if (layout_->device != nullptr) (void)cudaFree(layout_->device);
@@ -684,9 +723,29 @@ void CudaBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& y) {
   void* y_data = y.data;
   const cudaDataType_t w_type = CudaDataType(w.type), x_type = CudaDataType(x.type),
                        y_type = CudaDataType(y.type);
+  // Batched decode's products: the algorithm measured fastest for the
+  // shape (tune_gemms; the straightforward kernels keep cuBLAS's default).
+  const void* plan = nullptr;
+  if (options_.tune_gemms && !options_.straightforward_kernels &&
+      tokens <= kTuneMaxTokens &&
+      !TunedPlan(cuda::GemmShape{m, n, k, w_type, y_type,
+                                 cuda::OperandAlignment(w_data),
+                                 cuda::OperandAlignment(x_data),
+                                 cuda::OperandAlignment(y_data)},
+                 w_data, x_data, &plan)) {
+    return;
+  }
   constexpr uint64_t kGemmTag = 0x67656d6d;  // "gemm"
   IssueOrRecord(
-      [=] {
+      [=, tuner = tuner_.get()] {
+        if (plan != nullptr) {
+          Record(CublasStatus(
+              *cublas_api_,
+              tuner->Run(*static_cast<const cuda::GemmTuner::Plan*>(plan),
+                         w_data, x_data, y_data),
+              "cublasLtMatmul"));
+          return;
+        }
         const float alpha = 1.0f, beta = 0.0f;
         Record(CublasStatus(
             *cublas_api_,
@@ -696,7 +755,28 @@ void CudaBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& y) {
                                  CUBLAS_GEMM_DEFAULT),
             "cublasGemmEx"));
       },
-      kGemmTag, m, n, k, w_data, x_data, y_data, w_type, x_type, y_type);
+      kGemmTag, m, n, k, w_data, x_data, y_data, w_type, x_type, y_type, plan);
+}
+
+bool CudaBackend::TunedPlan(const cuda::GemmShape& shape, const void* w,
+                            const void* x, const void** plan) {
+  *plan = nullptr;
+  if (!Require(tuner_ != nullptr, "tune_gemms is on but there is no tuner")) {
+    return false;
+  }
+  // x and w share a type here (MatMul checked), and a product's type is
+  // its A's and B's.
+  if (!tuner_->Tuned(shape)) {
+    const size_t out_bytes = static_cast<size_t>(shape.m) *
+                             static_cast<size_t>(shape.n) *
+                             (shape.d_type == CUDA_R_32F ? 4 : 2);
+    if (out_bytes > kTuneScratchBytes) return true;  // cublasGemmEx's default
+  }
+  absl::StatusOr<const cuda::GemmTuner::Plan*> chosen =
+      tuner_->Choose(shape, w, x, tune_scratch_);
+  if (!chosen.ok()) return Record(chosen.status());
+  *plan = *chosen;
+  return true;
 }
 
 bool CudaBackend::TakesGemv(const Tensor& x, const Tensor& w) const {

@@ -48,6 +48,8 @@ struct CUgraphExec_st;
 namespace tributary {
 namespace cuda {
 struct CublasApi;
+struct GemmShape;
+class GemmTuner;
 class LaunchRecorder;
 }  // namespace cuda
 
@@ -89,8 +91,29 @@ struct CudaBackendOptions {
   // finishes, and waits for it before reading anything. Off by default
   // until a device run has measured it.
   bool programmatic_launch = false;
+  // Products that go to cuBLAS (not the few-token kernel) with at most
+  // kTuneMaxTokens tokens, batched decode's, run the algorithm measured
+  // fastest for their shape on this device (gemm_tuner.h): cuBLASLt's
+  // heuristic's first algorithms and cublasGemmEx's default, each new shape
+  // timed once, when first met. Off by default until a device run has
+  // measured it: a choice made by measurement can differ from one process
+  // to the next, and with it a product's rounding.
+  bool tune_gemms = false;
 
   absl::Status Validate() const;
+};
+
+// What the GEMM tuner found for one product shape (CudaBackend::
+// gemm_tunings; cuda/gemm_tuner.h's GemmChoice in the backend's terms).
+struct GemmTuning {
+  int64_t out_features = 0;
+  int64_t tokens = 0;
+  int64_t in_features = 0;
+  bool f32_output = false;  // else bf16 (the activation type)
+  int candidates = 0;       // cuBLASLt algorithms timed
+  double default_ms = 0.0;  // cublasGemmEx's
+  double best_ms = 0.0;     // the fastest candidate's (0: none ran)
+  int chosen = -1;          // the heuristic's rank of the one used; -1: cublasGemmEx
 };
 
 class CudaBackend final : public Backend {
@@ -131,6 +154,20 @@ class CudaBackend final : public Backend {
   // not built for it; programmatic_launch() says whether it took.
   void set_programmatic_launch(bool on);
   bool programmatic_launch() const { return options_.programmatic_launch; }
+  // The same for CudaBackendOptions::tune_gemms (from the next product).
+  // The first time it is turned on (here or by the options) the tuner is
+  // made: cuBLASLt loaded (FAILED_PRECONDITION when it cannot be) and a
+  // scratch output of kTuneScratchBytes allocated. Turning it off keeps the
+  // choices for when it is turned on again.
+  absl::Status set_tune_gemms(bool on);
+  bool tune_gemms() const { return options_.tune_gemms; }
+  // Every shape tuned so far, in the order it was.
+  std::vector<GemmTuning> gemm_tunings() const;
+  // The most tokens of a tuned product, and the largest output a tuning
+  // writes (the scratch it runs the candidates into): a product with a
+  // larger output keeps cublasGemmEx's default.
+  static constexpr int64_t kTuneMaxTokens = 256;
+  static constexpr size_t kTuneScratchBytes = size_t{64} << 20;
   // What the graph regions did so far: captured into a new graph, replayed
   // a kept one, or ran as plain launches (graphs off, or a capture failed).
   struct GraphStats {
@@ -236,6 +273,11 @@ class CudaBackend final : public Backend {
   bool Require(bool condition, const char* what);
   // Whether the few-token kernel takes x · wᵀ (cuda_kernels.h: LaunchGemv).
   bool TakesGemv(const Tensor& x, const Tensor& w) const;
+  // The tuned algorithm of y [n, m] = x [n, k] · w [m, k]ᵀ (tuned now if
+  // new), null for cublasGemmEx's default; false (the error remembered)
+  // when tuning failed.
+  bool TunedPlan(const cuda::GemmShape& shape, const void* w, const void* x,
+                 const void** plan);
   absl::StatusOr<void*> DeviceAlloc(size_t bytes, const char* what);
   void DeviceFree(void* data);
   // Issues `work` now, or records it in the graph region under the key
@@ -268,6 +310,10 @@ class CudaBackend final : public Backend {
   std::unique_ptr<DeviceLayoutBuffer> layout_;
   int multiprocessors_ = 1;
   bool programmatic_launch_possible_ = false;  // set by Init
+  // The GEMM tuner (tune_gemms) and the output its candidates write, made
+  // when tuning is first turned on.
+  std::unique_ptr<cuda::GemmTuner> tuner_;
+  void* tune_scratch_ = nullptr;
   // The most keys a token of this step attends to (its position + 1), and
   // the same and the token count over the sequences the flash kernel may
   // take no part in (fewer than kFlashMinTokens new tokens).

@@ -27,7 +27,9 @@
 #include "engine/backend/element_type.h"
 #if defined(TRIBUTARY_TEST_CUBLAS_LOADER)
 #include "engine/backend/cuda/cublas_api.h"
+#include "engine/backend/cuda/cublas_lt_api.h"
 #include "engine/backend/cuda/cuda_backend.h"
+#include "engine/backend/cuda/gemm_tuner.h"
 #endif
 
 namespace tributary {
@@ -763,13 +765,15 @@ TEST_F(CudaBackendTest, CausalConvCarriesItsWindowAcrossSteps) {
 // launched with programmatic dependent launch (every kernel must wait for
 // the one before it: a kernel reading its inputs before that wait would
 // race here; the emulation runs grids one after another, so it has nothing
-// to add there).
+// to add there); and the fast ones with every product that goes to cuBLAS
+// on the algorithm the GEMM tuner measured fastest (gemm_tuner.h).
 struct KernelForm {
   const char* name;
   bool straightforward;
   int64_t run_keys;
   size_t delta_rule_workspace_bytes;
   bool programmatic_launch = false;
+  bool tune_gemms = false;
 };
 void PrintTo(const KernelForm& form, std::ostream* os) { *os << form.name; }
 class CudaKernelFormTest : public CudaBackendTest,
@@ -781,6 +785,7 @@ class CudaKernelFormTest : public CudaBackendTest,
     options.cuda_attention_run_keys = GetParam().run_keys;
     options.cuda_delta_rule_workspace_bytes = GetParam().delta_rule_workspace_bytes;
     options.cuda_programmatic_launch = GetParam().programmatic_launch;
+    options.cuda_tune_gemms = GetParam().tune_gemms;
     return options;
   }
   void SetUp() override {
@@ -798,7 +803,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(KernelForm{"fast", false, 0, 0},
                       KernelForm{"fast_small_pieces", false, 8, 1},
                       KernelForm{"straightforward", true, 0, 0},
-                      KernelForm{"fast_programmatic", false, 0, 0, true}),
+                      KernelForm{"fast_programmatic", false, 0, 0, true},
+                      KernelForm{"fast_tuned", false, 0, 0, false, true}),
     [](const ::testing::TestParamInfo<KernelForm>& info) {
       return std::string(info.param.name);
     });
@@ -1199,6 +1205,199 @@ TEST(CublasLoaderTest, LoadsEverySymbol) {
   auto again = cuda::LoadCublas();
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*again, *api) << "loaded once";
+}
+#endif
+
+#if defined(TRIBUTARY_TEST_CUBLAS_LOADER)
+// The same for cuBLASLt (cublas_lt_api.h), which the GEMM tuner loads.
+TEST(CublasLoaderTest, LoadsEveryCublasLtSymbol) {
+  auto api = cuda::LoadCublasLt();
+  if (!api.ok() && api.status().message().find("cannot load") != std::string::npos) {
+    GTEST_SKIP() << "no cuBLASLt on this machine: " << api.status();
+  }
+  ASSERT_TRUE(api.ok()) << api.status();
+  EXPECT_NE((*api)->heuristic, nullptr);
+  EXPECT_NE((*api)->matmul, nullptr);
+  auto again = cuda::LoadCublasLt();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *api) << "loaded once";
+}
+
+// The tuner's rule: the fastest candidate wins when it beats cublasGemmEx
+// by the margin; ties go to the heuristic's earlier rank; a time that is
+// not positive and finite (a candidate that did not run) never wins.
+TEST(GemmTunerTest, ChoosesTheFastestByTheMargin) {
+  using cuda::ChooseFastest;
+  EXPECT_EQ(ChooseFastest(1.0, {0.99, 0.5, 0.7}, 0.03), 1);
+  EXPECT_EQ(ChooseFastest(1.0, {0.98, 0.99}, 0.03), -1) << "within the margin";
+  EXPECT_EQ(ChooseFastest(1.0, {0.96}, 0.03), 0) << "beyond the margin";
+  EXPECT_EQ(ChooseFastest(1.0, {1.5, 2.0}, 0.0), -1) << "slower than the default";
+  EXPECT_EQ(ChooseFastest(1.0, {0.5, 0.5}, 0.03), 0) << "ties: the earlier rank";
+  EXPECT_EQ(ChooseFastest(1.0, {0.0, -1.0, NAN, INFINITY}, 0.0), -1);
+  EXPECT_EQ(ChooseFastest(1.0, {0.0, 0.6, NAN}, 0.03), 1);
+  EXPECT_EQ(ChooseFastest(1.0, {}, 0.0), -1) << "no candidate";
+  EXPECT_EQ(ChooseFastest(0.0, {3.0, 2.0}, 0.03), 1) << "an untimed default";
+  EXPECT_EQ(ChooseFastest(NAN, {3.0}, 0.03), 0);
+}
+
+TEST(GemmTunerTest, OptionsAreValidated) {
+  cuda::GemmTuner::Options options;
+  EXPECT_TRUE(options.Validate().ok());
+  options.max_candidates = 0;
+  EXPECT_FALSE(options.Validate().ok());
+  options = {};
+  options.rounds = 0;
+  EXPECT_FALSE(options.Validate().ok());
+  options = {};
+  options.min_gain = 1.0;
+  EXPECT_FALSE(options.Validate().ok());
+  options.min_gain = NAN;
+  const absl::Status status = options.Validate();
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("min_gain"), std::string::npos) << status;
+}
+#endif
+
+#if defined(TRIBUTARY_CUDA_EMULATION)
+// The tuner on the emulation, whose cuBLASLt offers kEmulatedLtAlgorithms
+// algorithms that compute alike and whose speeds the test sets: each new
+// product shape (its token count among them) is timed once, the fastest of
+// the candidates and cublasGemmEx is kept, and the products stay the CPU's;
+// a shape tuned inside a graph region is captured and replayed on its
+// choice; the few-token kernel's products and those of more tokens than
+// kTuneMaxTokens are not tuned.
+class CudaGemmTunerTest : public CudaBackendTest {
+ protected:
+  BackendOptions Options() const override {
+    BackendOptions options;
+    options.cuda_tune_gemms = true;
+    return options;
+  }
+  void TearDown() override { cuda_emulation::ResetLtAlgorithmDelays(); }
+
+  // One product of `tokens` tokens by w_ on both backends, checked; in a
+  // graph region, twice on the same tensors (captured, then replayed).
+  void Product(int64_t tokens, bool in_region = false) {
+    Pair x = Input(Shape{tokens, 64}, -1, 1);
+    Pair y = Output(Shape{tokens, 40});
+    cpu_->MatMul(x.cpu, w_.cpu, y.cpu);
+    if (in_region) {
+      gpu_->BeginGraphRegion();
+      gpu_->MatMul(x.gpu, w_.gpu, y.gpu);
+      ASSERT_TRUE(gpu_->EndGraphRegion().ok());
+      ExpectClose(y, 40, 1e-2, "tuned MatMul, captured");
+    }
+    if (in_region) gpu_->BeginGraphRegion();
+    gpu_->MatMul(x.gpu, w_.gpu, y.gpu);
+    if (in_region) {
+      ASSERT_TRUE(gpu_->EndGraphRegion().ok());
+    }
+    ExpectClose(y, 40, 1e-2, "tuned MatMul");
+  }
+
+  Pair w_;
+};
+
+TEST_F(CudaGemmTunerTest, KeepsTheFastestAlgorithmOfEachShape) {
+  auto* cuda = dynamic_cast<CudaBackend*>(gpu_.get());
+  ASSERT_NE(cuda, nullptr);
+  ASSERT_TRUE(cuda->tune_gemms());
+  w_ = Weight(Shape{40, 64}, -0.5f, 0.5f);
+  // cublasGemmEx and every algorithm but the third take 5 ms a run.
+  cuda_emulation::SetLtAlgorithmDelays(5e-3, {5e-3, 5e-3, 0.0, 5e-3});
+  Product(12);
+  std::vector<GemmTuning> tunings = cuda->gemm_tunings();
+  ASSERT_EQ(tunings.size(), 1u);
+  EXPECT_EQ(tunings[0].out_features, 40);
+  EXPECT_EQ(tunings[0].tokens, 12);
+  EXPECT_EQ(tunings[0].in_features, 64);
+  EXPECT_FALSE(tunings[0].f32_output);
+  EXPECT_EQ(tunings[0].candidates, cuda_emulation::kEmulatedLtAlgorithms);
+  EXPECT_EQ(tunings[0].chosen, 2);
+  EXPECT_LT(tunings[0].best_ms, tunings[0].default_ms);
+  // Known shapes are not timed again, whatever the speeds are now, and run
+  // on their choice: one cuBLASLt product.
+  cuda_emulation::SetLtAlgorithmDelays(0.0, {5e-3, 5e-3, 5e-3, 5e-3});
+  int64_t lt_before = cuda_emulation::LtMatmulsRun();
+  Product(12);
+  EXPECT_EQ(cuda->gemm_tunings().size(), 1u);
+  EXPECT_EQ(cuda_emulation::LtMatmulsRun() - lt_before, 1);
+  // Another token count is another shape: here cublasGemmEx is fastest.
+  Product(13);
+  tunings = cuda->gemm_tunings();
+  ASSERT_EQ(tunings.size(), 2u);
+  EXPECT_EQ(tunings[1].tokens, 13);
+  EXPECT_EQ(tunings[1].chosen, -1);
+  EXPECT_GT(tunings[1].best_ms, tunings[1].default_ms);
+  lt_before = cuda_emulation::LtMatmulsRun();
+  Product(13);
+  EXPECT_EQ(cuda_emulation::LtMatmulsRun() - lt_before, 0) << "cublasGemmEx's";
+  // Tuned while its region is recorded, then captured and replayed.
+  cuda_emulation::SetLtAlgorithmDelays(5e-3, {0.0, 5e-3, 5e-3, 5e-3});
+  Product(14, /*in_region=*/true);
+  tunings = cuda->gemm_tunings();
+  ASSERT_EQ(tunings.size(), 3u);
+  EXPECT_EQ(tunings[2].chosen, 0);
+  EXPECT_EQ(cuda->graph_stats().captured, 1);
+  EXPECT_EQ(cuda->graph_stats().replayed, 1);
+  lt_before = cuda_emulation::LtMatmulsRun();
+  Product(14, /*in_region=*/true);
+  EXPECT_EQ(cuda_emulation::LtMatmulsRun() - lt_before, 2) << "captured, replayed";
+  // The few-token kernel's products and long ones are not tuned.
+  Product(8);
+  Product(CudaBackend::kTuneMaxTokens + 1);
+  EXPECT_EQ(cuda->gemm_tunings().size(), 3u);
+  // Off: new shapes go to cublasGemmEx untimed, the choices stay.
+  ASSERT_TRUE(cuda->set_tune_gemms(false).ok());
+  Product(15);
+  EXPECT_EQ(cuda->gemm_tunings().size(), 3u);
+}
+
+// A product on a view from a row offset (an input 128 bytes past a 256-byte
+// boundary) is tuned as its own shape, whose algorithms the heuristic chose
+// for that alignment (the emulation refuses an algorithm on an operand less
+// aligned than it was chosen for, as a device may), and stays the CPU's.
+TEST_F(CudaGemmTunerTest, ViewsFromAnOffsetAreTheirOwnShapes) {
+  auto* cuda = dynamic_cast<CudaBackend*>(gpu_.get());
+  ASSERT_NE(cuda, nullptr);
+  w_ = Weight(Shape{40, 64}, -0.5f, 0.5f);
+  cuda_emulation::SetLtAlgorithmDelays(5e-3, {0.0, 5e-3, 5e-3, 5e-3});
+  Product(12);
+  ASSERT_EQ(cuda->gemm_tunings().size(), 1u);
+  ASSERT_EQ(cuda->gemm_tunings()[0].chosen, 0);
+  Pair x = Input(Shape{13, 64}, -1, 1);  // 128 bytes a bf16 row
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(x.gpu.data) % 256, 0u);
+  Pair y = Output(Shape{12, 40});
+  Tensor x_cpu = x.cpu, x_gpu = x.gpu;
+  x_cpu.shape = x_gpu.shape = Shape{12, 64};
+  x_cpu.data = static_cast<char*>(x.cpu.data) + 64 * sizeof(float);
+  x_gpu.data = static_cast<char*>(x.gpu.data) + 64 * sizeof(uint16_t);
+  cpu_->MatMul(x_cpu, w_.cpu, y.cpu);
+  gpu_->MatMul(x_gpu, w_.gpu, y.gpu);
+  ExpectClose(y, 40, 1e-2, "tuned MatMul on a view");
+  const std::vector<GemmTuning> tunings = cuda->gemm_tunings();
+  ASSERT_EQ(tunings.size(), 2u);
+  EXPECT_EQ(tunings[1].tokens, 12);
+  EXPECT_EQ(tunings[1].chosen, 0);
+}
+
+// cublasGemmEx failing while a shape is tuned is the product's error (the
+// step's, at the next Synchronize), not a silent choice; the next product
+// of the shape tunes it.
+TEST_F(CudaGemmTunerTest, AFailedTuningIsTheProductsError) {
+  auto* cuda = dynamic_cast<CudaBackend*>(gpu_.get());
+  ASSERT_NE(cuda, nullptr);
+  w_ = Weight(Shape{40, 64}, -0.5f, 0.5f);
+  Pair x = Input(Shape{12, 64}, -1, 1);
+  Pair y = Output(Shape{12, 40});
+  cuda_emulation::FailNextGemms(1);
+  gpu_->MatMul(x.gpu, w_.gpu, y.gpu);
+  const absl::Status status = gpu_->Synchronize();
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("cublasGemmEx"), std::string::npos) << status;
+  EXPECT_TRUE(cuda->gemm_tunings().empty());
+  Product(12);
+  EXPECT_EQ(cuda->gemm_tunings().size(), 1u);
 }
 #endif
 

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -110,7 +111,8 @@ struct Synthetic {
 
 Synthetic MakeSynthetic(const std::string& preset, BackendKind kind,
                         ElementType cuda_activations, bool graphs = true,
-                        int64_t num_state_slots = 4, bool programmatic_launch = false) {
+                        int64_t num_state_slots = 4, bool programmatic_launch = false,
+                        bool tune_gemms = false) {
   Synthetic s;
   auto model = ModelDirectory::Synthetic(preset);
   EXPECT_TRUE(model.ok()) << model.status();
@@ -122,6 +124,7 @@ Synthetic MakeSynthetic(const std::string& preset, BackendKind kind,
   options.cuda_activation_type = cuda_activations;
   options.cuda_graphs = graphs;
   options.cuda_programmatic_launch = programmatic_launch;
+  options.cuda_tune_gemms = tune_gemms;
   auto backend = CreateBackend(options);
   EXPECT_TRUE(backend.ok()) << backend.status();
   if (!backend.ok()) return s;
@@ -389,6 +392,75 @@ TEST(CudaDecoderTest, WideAndSampledStepsAsGraphsEqualPlainSteps) {
   EXPECT_EQ(stats.eager, 0);
   EXPECT_GE(stats.captured, 2);  // a step of logits, one of chosen rows
   EXPECT_GE(stats.replayed, 4);
+#endif
+}
+
+// The GEMM tuner (CudaBackendOptions::tune_gemms) in a whole model: twelve
+// sequences' prefill and decode steps (more rows than the few-token
+// product takes, so their products go to cuBLAS and are tuned, the decode
+// steps' inside the graph regions they are captured in) give the untuned
+// backend's logits: within bf16 rounding on a device, whose algorithms sum
+// in their own orders; the same bits on the emulation, whose algorithms
+// all compute alike.
+TEST(CudaDecoderTest, TunedProductsKeepTheLogits) {
+  SKIP_WITHOUT_DEVICE();
+  Synthetic tuned = MakeSynthetic("tiny", BackendKind::kCuda, ElementType::kBF16,
+                                  /*graphs=*/true, kWideSequences,
+                                  /*programmatic_launch=*/false,
+                                  /*tune_gemms=*/true);
+  Synthetic plain = MakeSynthetic("tiny", BackendKind::kCuda, ElementType::kBF16,
+                                  /*graphs=*/true, kWideSequences);
+  ASSERT_TRUE(tuned.decoder && plain.decoder);
+  auto step = [&](const BatchLayout& layout, const std::vector<int32_t>& ids) {
+    auto a = tuned.decoder->Forward(layout, ids, ForwardOptions{});
+    auto b = plain.decoder->Forward(layout, ids, ForwardOptions{});
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status() << " " << b.status();
+    ASSERT_EQ(a->logits.size(), b->logits.size());
+#if defined(TRIBUTARY_CUDA_EMULATION)
+    ASSERT_EQ(a->logits, b->logits);
+#endif
+    const size_t vocab = b->logits.size() / layout.sequences.size();
+    for (size_t r = 0; r < layout.sequences.size(); ++r) {
+      double max_ref = 0.0, max_diff = 0.0;
+      for (size_t i = r * vocab; i < (r + 1) * vocab; ++i) {
+        max_ref = std::max(max_ref, std::fabs(double{b->logits[i]}));
+        const double diff = std::fabs(double{a->logits[i]} - b->logits[i]);
+        max_diff = std::isnan(diff) ? INFINITY : std::max(max_diff, diff);
+      }
+      ASSERT_LE(max_diff, 2e-2 * max_ref) << "row " << r;
+    }
+  };
+  BatchLayout prefill;
+  std::vector<int32_t> ids;
+  for (int32_t s = 0; s < kWideSequences; ++s) {
+    prefill.sequences.push_back(
+        Slice(static_cast<int64_t>(ids.size()), kWidePrompt, 0, s, {s}));
+    for (int64_t i = 0; i < kWidePrompt; ++i) {
+      ids.push_back(static_cast<int32_t>((i * 41 + s * 13 + 2) % 512));
+    }
+  }
+  ASSERT_NO_FATAL_FAILURE(step(prefill, ids));
+  for (int32_t i = 0; i < 3; ++i) {
+    BatchLayout layout;
+    std::vector<int32_t> step_ids;
+    for (int32_t s = 0; s < kWideSequences; ++s) {
+      layout.sequences.push_back(Slice(s, 1, kWidePrompt + i, s, {s}));
+      step_ids.push_back((i * 29 + s * 11) % 512);
+    }
+    SCOPED_TRACE(i);
+    ASSERT_NO_FATAL_FAILURE(step(layout, step_ids));
+  }
+#if defined(TRIBUTARY_TEST_CUDA_BACKEND)
+  auto* cuda = static_cast<CudaBackend*>(tuned.backend.get());
+  // The layers' and the head's shapes at 36 tokens (the prefill) and at 12.
+  std::set<std::pair<int64_t, int64_t>> tuned_shapes;
+  for (const GemmTuning& t : cuda->gemm_tunings()) {
+    tuned_shapes.insert({t.tokens, t.out_features});
+  }
+  EXPECT_GE(tuned_shapes.size(), 4u);
+  EXPECT_TRUE(static_cast<CudaBackend*>(plain.backend.get())->gemm_tunings().empty());
+  EXPECT_EQ(cuda->graph_stats().eager, 0);
+  EXPECT_EQ(cuda->graph_stats().replayed, 2);
 #endif
 }
 

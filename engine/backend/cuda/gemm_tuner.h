@@ -1,0 +1,166 @@
+// GemmTuner: the algorithm of a product chosen by measuring it on the
+// device (CudaBackendOptions::tune_gemms, issue 8's "choose GEMM algorithms
+// for the model's shapes").
+//
+// cublasGemmEx runs the first algorithm of cuBLASLt's heuristic for a
+// shape. The heuristic ranks by a model of the device, and for the skinny
+// products of batched decode (a few dozen tokens against matrices of
+// thousands of rows) its first choice need not be the fastest. For each new
+// shape, the tuner asks cuBLASLt for its first `max_candidates` algorithms
+// that fit the workspace, runs each of them and cublasGemmEx on the real
+// operands, timed with events on the stream in `rounds` interleaved rounds
+// after one untimed run each (so that a slow phase of the device hits all
+// of them), and keeps the fastest median when it beats cublasGemmEx's by at
+// least `min_gain`; otherwise cublasGemmEx stays. The choice holds for the
+// life of the tuner.
+//
+// What it costs: each new shape, once, (1 + rounds) × (1 + candidates) runs
+// of the product and a synchronization of the stream. What it changes: a
+// product's bits may differ from cublasGemmEx's (another algorithm sums in
+// another order), and, since the choice is a measurement, from one process
+// to the next; hence opt-in.
+//
+// Thread safety: one thread at a time, the backend's.
+#ifndef TRIBUTARY_ENGINE_BACKEND_CUDA_GEMM_TUNER_H_
+#define TRIBUTARY_ENGINE_BACKEND_CUDA_GEMM_TUNER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/backend/cuda/cublas_api.h"
+#include "engine/backend/cuda/cublas_lt_api.h"
+#include "engine/backend/cuda/cuda_api.h"
+
+namespace tributary {
+namespace cuda {
+
+// A product in cuBLAS's column-major terms, as CudaBackend::MatMul issues
+// it: D [m, n] = Aᵀ · B, A stored [k, m] (lda = k: the weight [out, in]
+// row-major), B [k, n] (ldb = k: the tokens' inputs), D ldd = m (the
+// outputs [tokens, out] row-major). So m = out_features, n = tokens,
+// k = in_features. The operands' alignments are part of it: cuBLASLt's
+// heuristic offers only algorithms that the given alignments allow (it
+// assumes 256 bytes otherwise), so a product on a view of a buffer (rows
+// from an offset) is its own shape.
+struct GemmShape {
+  int m = 0;
+  int n = 0;
+  int k = 0;
+  cudaDataType_t ab_type = CUDA_R_16BF;  // A's and B's
+  cudaDataType_t d_type = CUDA_R_16BF;
+  // Bytes (powers of two, at most kMaxAlignment) by which A, B and D are
+  // aligned (OperandAlignment).
+  uint32_t a_alignment = kMaxAlignment;
+  uint32_t b_alignment = kMaxAlignment;
+  uint32_t d_alignment = kMaxAlignment;
+
+  static constexpr uint32_t kMaxAlignment = 256;
+
+  bool operator==(const GemmShape& o) const {
+    return m == o.m && n == o.n && k == o.k && ab_type == o.ab_type &&
+           d_type == o.d_type && a_alignment == o.a_alignment &&
+           b_alignment == o.b_alignment && d_alignment == o.d_alignment;
+  }
+};
+
+// The largest power of two, at most GemmShape::kMaxAlignment, that divides
+// the address.
+uint32_t OperandAlignment(const void* p);
+
+struct GemmShapeHash {
+  size_t operator()(const GemmShape& s) const;
+};
+
+// What tuning found for one shape (the benchmark reports these).
+struct GemmChoice {
+  GemmShape shape;
+  int candidates = 0;       // cuBLASLt algorithms timed
+  double default_ms = 0.0;  // cublasGemmEx, median of the rounds
+  double best_ms = 0.0;     // the fastest candidate's median; 0 without one
+  int chosen = -1;          // its rank in the heuristic's list; -1: cublasGemmEx
+};
+
+// Which algorithm wins: the index of the fastest of `candidate_ms` (ties to
+// the lower index) when it is at least `min_gain` (a fraction) faster than
+// `default_ms`, else -1 (cublasGemmEx's default). Non-positive and
+// non-finite times never win.
+int ChooseFastest(double default_ms, const std::vector<double>& candidate_ms,
+                  double min_gain);
+
+class GemmTuner {
+ public:
+  struct Options {
+    int max_candidates = 8;  // the heuristic's first ones, at most
+    int rounds = 5;          // timed runs of each, interleaved
+    double min_gain = 0.03;  // how much faster than cublasGemmEx a choice must be
+
+    absl::Status Validate() const;
+  };
+
+  // The handles and the stream are the backend's (the tuner keeps them,
+  // not owns them). `workspace` [workspace_bytes] is the one cuBLAS was
+  // given: the stream orders their uses. Loads cuBLASLt (FAILED_PRECONDITION
+  // when it cannot).
+  static absl::StatusOr<std::unique_ptr<GemmTuner>> Create(
+      const CublasApi& blas, cublasHandle_t blas_handle, cudaStream_t stream,
+      void* workspace, size_t workspace_bytes, const Options& options);
+  ~GemmTuner();
+
+  GemmTuner(const GemmTuner&) = delete;
+  GemmTuner& operator=(const GemmTuner&) = delete;
+
+  // A chosen cuBLASLt algorithm with its descriptors.
+  struct Plan;
+
+  // Whether `shape` has been tuned (Choose then returns at once).
+  bool Tuned(const GemmShape& shape) const;
+
+  // The plan for `shape`, or null when cublasGemmEx stays. A new shape is
+  // tuned first, on `a` and `b` (read) into `scratch_d` ([m, n] of d_type,
+  // ldd = m; nothing else is written), which synchronizes the stream: never
+  // call it while the stream captures. Errors: a CUDA or cuBLAS status
+  // (cuda_status.h), cublasGemmEx's own failure among them.
+  absl::StatusOr<const Plan*> Choose(const GemmShape& shape, const void* a,
+                                     const void* b, void* scratch_d);
+
+  // Issues D = Aᵀ · B of the plan's shape with its algorithm on the stream
+  // (graph capture records it).
+  cublasStatus_t Run(const Plan& plan, const void* a, const void* b,
+                     void* d) const;
+
+  // Every shape tuned so far, in the order it was.
+  const std::vector<GemmChoice>& choices() const { return choices_; }
+
+ private:
+  GemmTuner(const CublasApi& blas, const CublasLtApi& lt,
+            cublasHandle_t blas_handle, cudaStream_t stream, void* workspace,
+            size_t workspace_bytes, const Options& options);
+  // cublasGemmEx on the shape, as the backend issues it.
+  cublasStatus_t RunDefault(const GemmShape& shape, const void* a,
+                            const void* b, void* d) const;
+  // The plan's descriptors for `shape`; null with the error.
+  absl::StatusOr<std::unique_ptr<Plan>> Describe(const GemmShape& shape) const;
+  void Destroy(Plan& plan) const;
+
+  const CublasApi& blas_;
+  const CublasLtApi& lt_;
+  cublasHandle_t blas_handle_;
+  cublasLtHandle_t lt_handle_ = nullptr;
+  cudaStream_t stream_;
+  void* workspace_;
+  size_t workspace_bytes_;
+  Options options_;
+  // Every tuned shape; a null plan: cublasGemmEx. Plans never move (the
+  // backend's recorded graph work holds pointers to them).
+  std::unordered_map<GemmShape, std::unique_ptr<Plan>, GemmShapeHash> plans_;
+  std::vector<GemmChoice> choices_;
+};
+
+}  // namespace cuda
+}  // namespace tributary
+
+#endif  // TRIBUTARY_ENGINE_BACKEND_CUDA_GEMM_TUNER_H_
