@@ -6,8 +6,8 @@
 #       tests and tributary-gpu-bench, and copies them with the shared
 #       libraries the device image lacks (from ldd: Abseil and the like;
 #       glibc and libstdc++ are the image's, the CUDA runtime is linked in,
-#       cuBLAS is the image's, loaded at run time) into .device-carry/,
-#       which git ignores.
+#       cuBLAS and cuBLASLt are the image's, loaded at run time) into
+#       .device-carry/, which git ignores.
 #
 #   bench/device_check.sh run
 #       On the device machine, through the device tool:
