@@ -130,6 +130,7 @@ absl::Status CudaBackend::Init() {
                                   static_cast<double>(size_t{1} << 30),
                               " GiB, sm_", prop.major, prop.minor);
   multiprocessors_ = std::max(1, prop.multiProcessorCount);
+  l2_bytes_ = static_cast<size_t>(std::max(0, prop.l2CacheSize));
   // Whether the kernels wait under programmatic launch: a Hopper device,
   // and kernels built for it (read once: the benchmark toggles it per step).
   programmatic_launch_possible_ = prop.major >= 9 && cuda::KernelPtxVersion() >= 90;
@@ -164,14 +165,23 @@ absl::Status CudaBackend::Init() {
 
 absl::Status CudaBackend::set_tune_gemms(bool on) {
   if (on && tuner_ == nullptr) {
-    ASSIGN_OR_RETURN(std::unique_ptr<cuda::GemmTuner> tuner,
-                     cuda::GemmTuner::Create(*cublas_api_, cublas_, stream_,
-                                             cublas_workspace_,
-                                             options_.cublas_workspace_bytes,
-                                             cuda::GemmTuner::Options{}));
-    ASSIGN_OR_RETURN(tune_scratch_,
-                     DeviceAlloc(kTuneScratchBytes, "the GEMM tuner's scratch output"));
-    tuner_ = std::move(tuner);
+    if (!Activate()) return Synchronize();
+    // The candidates' output and, from its start, the flush buffer the
+    // tuner writes before each timed run: twice the L2.
+    const size_t flush_bytes = 2 * l2_bytes_;
+    ASSIGN_OR_RETURN(void* scratch,
+                     DeviceAlloc(std::max(kTuneScratchBytes, flush_bytes),
+                                 "the GEMM tuner's scratch"));
+    absl::StatusOr<std::unique_ptr<cuda::GemmTuner>> tuner =
+        cuda::GemmTuner::Create(*cublas_api_, cublas_, stream_, cublas_workspace_,
+                                options_.cublas_workspace_bytes, scratch,
+                                flush_bytes, cuda::GemmTuner::Options{});
+    if (!tuner.ok()) {
+      DeviceFree(scratch);
+      return tuner.status();
+    }
+    tune_scratch_ = scratch;
+    tuner_ = std::move(*tuner);
   }
   options_.tune_gemms = on;
   return absl::OkStatus();
@@ -190,6 +200,7 @@ std::vector<GemmTuning> CudaBackend::gemm_tunings() const {
     t.default_ms = c.default_ms;
     t.best_ms = c.best_ms;
     t.chosen = c.chosen;
+    t.failure = c.failure;
     out.push_back(t);
   }
   return out;
@@ -772,9 +783,11 @@ bool CudaBackend::TunedPlan(const cuda::GemmShape& shape, const void* w,
                              (shape.d_type == CUDA_R_32F ? 4 : 2);
     if (out_bytes > kTuneScratchBytes) return true;  // cublasGemmEx's default
   }
+  // A tuning that failed short of a sticky error leaves the shape on
+  // cublasGemmEx (gemm_tunings() says why).
   absl::StatusOr<const cuda::GemmTuner::Plan*> chosen =
       tuner_->Choose(shape, w, x, tune_scratch_);
-  if (!chosen.ok()) return Record(chosen.status());
+  if (!chosen.ok()) return Record(chosen.status());  // a sticky error
   *plan = *chosen;
   return true;
 }

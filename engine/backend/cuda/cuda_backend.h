@@ -114,6 +114,7 @@ struct GemmTuning {
   double default_ms = 0.0;  // cublasGemmEx's
   double best_ms = 0.0;     // the fastest candidate's (0: none ran)
   int chosen = -1;          // the heuristic's rank of the one used; -1: cublasGemmEx
+  std::string failure;      // why tuning stopped short (then cublasGemmEx)
 };
 
 class CudaBackend final : public Backend {
@@ -157,8 +158,9 @@ class CudaBackend final : public Backend {
   // The same for CudaBackendOptions::tune_gemms (from the next product).
   // The first time it is turned on (here or by the options) the tuner is
   // made: cuBLASLt loaded (FAILED_PRECONDITION when it cannot be) and a
-  // scratch output of kTuneScratchBytes allocated. Turning it off keeps the
-  // choices for when it is turned on again.
+  // scratch of max(kTuneScratchBytes, twice the device's L2) allocated (the
+  // candidates' output, and the buffer written between timed runs).
+  // Turning it off keeps the choices for when it is turned on again.
   absl::Status set_tune_gemms(bool on);
   bool tune_gemms() const { return options_.tune_gemms; }
   // Every shape tuned so far, in the order it was.
@@ -309,6 +311,7 @@ class CudaBackend final : public Backend {
   void* cublas_workspace_ = nullptr;
   std::unique_ptr<DeviceLayoutBuffer> layout_;
   int multiprocessors_ = 1;
+  size_t l2_bytes_ = 0;  // the device's L2
   bool programmatic_launch_possible_ = false;  // set by Init
   // The GEMM tuner (tune_gemms) and the output its candidates write, made
   // when tuning is first turned on.

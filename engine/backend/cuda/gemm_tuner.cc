@@ -103,23 +103,27 @@ absl::Status GemmTuner::Options::Validate() const {
 
 GemmTuner::GemmTuner(const CublasApi& blas, const CublasLtApi& lt,
                      cublasHandle_t blas_handle, cudaStream_t stream,
-                     void* workspace, size_t workspace_bytes,
-                     const Options& options)
+                     void* workspace, size_t workspace_bytes, void* flush,
+                     size_t flush_bytes, const Options& options)
     : blas_(blas),
       lt_(lt),
       blas_handle_(blas_handle),
       stream_(stream),
       workspace_(workspace),
       workspace_bytes_(workspace_bytes),
+      flush_(flush),
+      flush_bytes_(flush == nullptr ? 0 : flush_bytes),
       options_(options) {}
 
 absl::StatusOr<std::unique_ptr<GemmTuner>> GemmTuner::Create(
     const CublasApi& blas, cublasHandle_t blas_handle, cudaStream_t stream,
-    void* workspace, size_t workspace_bytes, const Options& options) {
+    void* workspace, size_t workspace_bytes, void* flush, size_t flush_bytes,
+    const Options& options) {
   RETURN_IF_ERROR(options.Validate());
   ASSIGN_OR_RETURN(const CublasLtApi* lt, LoadCublasLt());
-  std::unique_ptr<GemmTuner> tuner(new GemmTuner(
-      blas, *lt, blas_handle, stream, workspace, workspace_bytes, options));
+  std::unique_ptr<GemmTuner> tuner(
+      new GemmTuner(blas, *lt, blas_handle, stream, workspace, workspace_bytes,
+                    flush, flush_bytes, options));
   cublasLtHandle_t handle = nullptr;
   RETURN_IF_ERROR(CublasStatus(blas, lt->create(&handle), "cublasLtCreate"));
   tuner->lt_handle_ = handle;
@@ -193,6 +197,26 @@ absl::StatusOr<const GemmTuner::Plan*> GemmTuner::Choose(const GemmShape& shape,
                                                          const void* b,
                                                          void* scratch_d) {
   if (auto it = plans_.find(shape); it != plans_.end()) return it->second.get();
+  GemmChoice choice;
+  choice.shape = shape;
+  absl::StatusOr<std::unique_ptr<Plan>> tuned = Tune(shape, a, b, scratch_d, &choice);
+  if (!tuned.ok()) {
+    // A dead context fails everything after it; anything else leaves the
+    // shape on cublasGemmEx, for good.
+    if (absl::IsUnavailable(tuned.status())) return tuned.status();
+    choice.chosen = -1;
+    choice.failure = std::string(tuned.status().message());
+    tuned = std::unique_ptr<Plan>();
+  }
+  const Plan* kept = tuned->get();
+  plans_.emplace(shape, std::move(*tuned));
+  choices_.push_back(std::move(choice));
+  return kept;
+}
+
+absl::StatusOr<std::unique_ptr<GemmTuner::Plan>> GemmTuner::Tune(
+    const GemmShape& shape, const void* a, const void* b, void* scratch_d,
+    GemmChoice* choice) {
   ASSIGN_OR_RETURN(std::unique_ptr<Plan> described, Describe(shape));
   // Destroyed on every path but the kept one.
   std::unique_ptr<Plan, std::function<void(Plan*)>> plan(
@@ -201,7 +225,8 @@ absl::StatusOr<const GemmTuner::Plan*> GemmTuner::Choose(const GemmShape& shape,
         delete p;
       });
 
-  // The heuristic's first algorithms that fit the workspace.
+  // The heuristic's first algorithms that fit the workspace and the
+  // operands' alignments.
   cublasLtMatmulPreference_t preference = nullptr;
   RETURN_IF_ERROR(CublasStatus(blas_, lt_.preference_create(&preference),
                                "cublasLtMatmulPreferenceCreate"));
@@ -230,11 +255,9 @@ absl::StatusOr<const GemmTuner::Plan*> GemmTuner::Choose(const GemmShape& shape,
                            heuristic.data(), &returned);
   }
   (void)lt_.preference_destroy(preference);
-  // No algorithm for this shape (NOT_SUPPORTED) leaves cublasGemmEx; any
-  // other failure is an error.
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED) {
-    returned = 0;
-  } else {
+  // No algorithm for this shape (NOT_SUPPORTED) leaves cublasGemmEx, untimed.
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) returned = 0;
+  if (status != CUBLAS_STATUS_NOT_SUPPORTED) {
     RETURN_IF_ERROR(CublasStatus(blas_, status, "cublasLtMatmulAlgoGetHeuristic"));
   }
   std::vector<int> ranks;  // the candidates' ranks in the heuristic's list
@@ -244,6 +267,7 @@ absl::StatusOr<const GemmTuner::Plan*> GemmTuner::Choose(const GemmShape& shape,
       ranks.push_back(i);
     }
   }
+  if (ranks.empty()) return std::unique_ptr<Plan>();
 
   // Runner r: 0 is cublasGemmEx, 1 + c candidate c.
   auto run = [&](size_t r) -> cublasStatus_t {
@@ -253,76 +277,70 @@ absl::StatusOr<const GemmTuner::Plan*> GemmTuner::Choose(const GemmShape& shape,
     plan->workspace_bytes = h.workspaceSize;
     return Run(*plan, a, b, scratch_d);
   };
-  // One untimed run each: cublasGemmEx's failure is the product's (an
-  // error); a candidate that fails is left out.
+  // One untimed run each (the first use of each kernel stays out of the
+  // times): cublasGemmEx's failure stops the tuning; a candidate that fails
+  // is left out.
   RETURN_IF_ERROR(CublasStatus(blas_, run(0), "cublasGemmEx"));
   std::vector<size_t> runners = {0};
   for (size_t c = 0; c < ranks.size(); ++c) {
     if (run(1 + c) == CUBLAS_STATUS_SUCCESS) runners.push_back(1 + c);
   }
-  RETURN_IF_ERROR(CudaStatus(cudaGetLastError(), "a tuning run"));
-  // The timed rounds: one event before each run and one after the last, so
-  // that run j of the timeline took the time between events j and j + 1.
+  // The timed runs, each between its own two events after a flush, all
+  // events made first so that nothing but launches comes between them.
+  const size_t timed_runs = static_cast<size_t>(options_.rounds) * runners.size();
   Events events;
-  std::vector<cudaEvent_t> timeline;
-  std::vector<size_t> timeline_runner;
-  ASSIGN_OR_RETURN(cudaEvent_t first, events.Add());
-  RETURN_IF_ERROR(CudaStatus(cudaEventRecord(first, stream_), "cudaEventRecord"));
-  timeline.push_back(first);
-  std::vector<bool> failed(1 + ranks.size(), false);
-  for (int round = 0; round < options_.rounds; ++round) {
-    for (size_t r : runners) {
-      const cublasStatus_t s = run(r);
-      if (s != CUBLAS_STATUS_SUCCESS) {
-        if (r == 0) RETURN_IF_ERROR(CublasStatus(blas_, s, "cublasGemmEx"));
-        failed[r] = true;
-      }
-      ASSIGN_OR_RETURN(cudaEvent_t e, events.Add());
-      RETURN_IF_ERROR(CudaStatus(cudaEventRecord(e, stream_), "cudaEventRecord"));
-      timeline.push_back(e);
-      timeline_runner.push_back(r);
-    }
+  std::vector<cudaEvent_t> starts(timed_runs), ends(timed_runs);
+  for (size_t j = 0; j < timed_runs; ++j) {
+    ASSIGN_OR_RETURN(starts[j], events.Add());
+    ASSIGN_OR_RETURN(ends[j], events.Add());
   }
-  RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(timeline.back()),
+  std::vector<bool> failed(1 + ranks.size(), false);
+  std::vector<size_t> run_of(timed_runs);
+  for (size_t j = 0; j < timed_runs; ++j) {
+    const size_t r = runners[j % runners.size()];
+    run_of[j] = r;
+    if (flush_bytes_ > 0) {
+      RETURN_IF_ERROR(CudaStatus(
+          cudaMemsetAsync(flush_, static_cast<int>(j & 0xff), flush_bytes_, stream_),
+          "cudaMemsetAsync (gemm tuning's flush)"));
+    }
+    RETURN_IF_ERROR(CudaStatus(cudaEventRecord(starts[j], stream_), "cudaEventRecord"));
+    const cublasStatus_t s = run(r);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+      if (r == 0) RETURN_IF_ERROR(CublasStatus(blas_, s, "cublasGemmEx"));
+      failed[r] = true;
+    }
+    RETURN_IF_ERROR(CudaStatus(cudaEventRecord(ends[j], stream_), "cudaEventRecord"));
+  }
+  RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(ends.back()),
                              "cudaEventSynchronize (gemm tuning)"));
   std::vector<std::vector<double>> ms(1 + ranks.size());
-  for (size_t j = 0; j < timeline_runner.size(); ++j) {
+  for (size_t j = 0; j < timed_runs; ++j) {
     float elapsed = 0.0f;
-    RETURN_IF_ERROR(CudaStatus(
-        cudaEventElapsedTime(&elapsed, timeline[j], timeline[j + 1]),
-        "cudaEventElapsedTime"));
-    ms[timeline_runner[j]].push_back(elapsed);
+    RETURN_IF_ERROR(CudaStatus(cudaEventElapsedTime(&elapsed, starts[j], ends[j]),
+                               "cudaEventElapsedTime"));
+    ms[run_of[j]].push_back(elapsed);
   }
 
-  GemmChoice choice;
-  choice.shape = shape;
-  choice.default_ms = Median(ms[0]);
+  choice->default_ms = Median(ms[0]);
   std::vector<double> candidate_ms(ranks.size(), 0.0);
   for (size_t c = 0; c < ranks.size(); ++c) {
     if (failed[1 + c] || ms[1 + c].empty()) continue;
     candidate_ms[c] = Median(ms[1 + c]);
-    ++choice.candidates;
+    ++choice->candidates;
   }
   // The fastest candidate whatever cublasGemmEx took (a default of 0 does
   // not compete).
   const int best = ChooseFastest(0.0, candidate_ms, 0.0);
-  if (best >= 0) choice.best_ms = candidate_ms[static_cast<size_t>(best)];
-  const int chosen = ChooseFastest(choice.default_ms, candidate_ms, options_.min_gain);
-  const Plan* kept = nullptr;
-  if (chosen >= 0) {
-    choice.chosen = ranks[static_cast<size_t>(chosen)];
-    const cublasLtMatmulHeuristicResult_t& h =
-        heuristic[static_cast<size_t>(choice.chosen)];
-    plan->algo = h.algo;
-    plan->workspace_bytes = h.workspaceSize;
-    std::unique_ptr<Plan> owned(plan.release());
-    kept = owned.get();
-    plans_.emplace(shape, std::move(owned));
-  } else {
-    plans_.emplace(shape, nullptr);
-  }
-  choices_.push_back(choice);
-  return kept;
+  if (best >= 0) choice->best_ms = candidate_ms[static_cast<size_t>(best)];
+  const int chosen = ChooseFastest(choice->default_ms, candidate_ms, options_.min_gain);
+  if (chosen < 0) return std::unique_ptr<Plan>();
+  choice->chosen = ranks[static_cast<size_t>(chosen)];
+  const cublasLtMatmulHeuristicResult_t& h =
+      heuristic[static_cast<size_t>(choice->chosen)];
+  plan->algo = h.algo;
+  plan->workspace_bytes = h.workspaceSize;
+  return std::unique_ptr<Plan>(plan.release());
 }
 
 }  // namespace cuda

@@ -7,18 +7,27 @@
 // products of batched decode (a few dozen tokens against matrices of
 // thousands of rows) its first choice need not be the fastest. For each new
 // shape, the tuner asks cuBLASLt for its first `max_candidates` algorithms
-// that fit the workspace, runs each of them and cublasGemmEx on the real
-// operands, timed with events on the stream in `rounds` interleaved rounds
-// after one untimed run each (so that a slow phase of the device hits all
-// of them), and keeps the fastest median when it beats cublasGemmEx's by at
+// that fit the workspace and runs each of them and cublasGemmEx on the
+// product's operands: once untimed, then in `rounds` interleaved rounds (so
+// that a slow phase of the device hits all of them), each run timed alone
+// between two events after a write of the flush buffer (twice the L2: a
+// decode step reads its weights from memory, not from an L2 that the
+// previous run filled; and the write keeps the device busy while the host
+// issues the next run, so that the events time the device, not the host's
+// launch). It keeps the fastest median when it beats cublasGemmEx's by at
 // least `min_gain`; otherwise cublasGemmEx stays. The choice holds for the
 // life of the tuner.
 //
+// A tuning that fails short of a sticky device error (cuBLASLt declining
+// the shape, no memory for events) leaves the shape on cublasGemmEx, noted
+// in its GemmChoice, and is not tried again.
+//
 // What it costs: each new shape, once, (1 + rounds) × (1 + candidates) runs
-// of the product and a synchronization of the stream. What it changes: a
-// product's bits may differ from cublasGemmEx's (another algorithm sums in
-// another order), and, since the choice is a measurement, from one process
-// to the next; hence opt-in.
+// of the product, rounds × (1 + candidates) writes of the flush buffer and a
+// synchronization of the stream; each token count is a shape of its own
+// (the layouts hold it). What it changes: a product's bits may differ from
+// cublasGemmEx's (another algorithm sums in another order), and, since the
+// choice is a measurement, from one process to the next; hence opt-in.
 //
 // Thread safety: one thread at a time, the backend's.
 #ifndef TRIBUTARY_ENGINE_BACKEND_CUDA_GEMM_TUNER_H_
@@ -27,6 +36,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -82,6 +92,7 @@ struct GemmChoice {
   double default_ms = 0.0;  // cublasGemmEx, median of the rounds
   double best_ms = 0.0;     // the fastest candidate's median; 0 without one
   int chosen = -1;          // its rank in the heuristic's list; -1: cublasGemmEx
+  std::string failure;      // why tuning stopped short (then cublasGemmEx); empty
 };
 
 // Which algorithm wins: the index of the fastest of `candidate_ms` (ties to
@@ -101,13 +112,15 @@ class GemmTuner {
     absl::Status Validate() const;
   };
 
-  // The handles and the stream are the backend's (the tuner keeps them,
-  // not owns them). `workspace` [workspace_bytes] is the one cuBLAS was
-  // given: the stream orders their uses. Loads cuBLASLt (FAILED_PRECONDITION
-  // when it cannot).
+  // The handles, the stream and the buffers are the backend's (the tuner
+  // keeps them, not owns them). `workspace` [workspace_bytes] is the one
+  // cuBLAS was given: the stream orders their uses. `flush` [flush_bytes]
+  // is written before each timed run (0 bytes: no flush). Loads cuBLASLt
+  // (FAILED_PRECONDITION when it cannot).
   static absl::StatusOr<std::unique_ptr<GemmTuner>> Create(
       const CublasApi& blas, cublasHandle_t blas_handle, cudaStream_t stream,
-      void* workspace, size_t workspace_bytes, const Options& options);
+      void* workspace, size_t workspace_bytes, void* flush, size_t flush_bytes,
+      const Options& options);
   ~GemmTuner();
 
   GemmTuner(const GemmTuner&) = delete;
@@ -121,9 +134,9 @@ class GemmTuner {
 
   // The plan for `shape`, or null when cublasGemmEx stays. A new shape is
   // tuned first, on `a` and `b` (read) into `scratch_d` ([m, n] of d_type,
-  // ldd = m; nothing else is written), which synchronizes the stream: never
-  // call it while the stream captures. Errors: a CUDA or cuBLAS status
-  // (cuda_status.h), cublasGemmEx's own failure among them.
+  // ldd = m; nothing else but the flush buffer is written), which
+  // synchronizes the stream: never call it while the stream captures. An
+  // error only for a sticky device error (UNAVAILABLE, cuda_status.h).
   absl::StatusOr<const Plan*> Choose(const GemmShape& shape, const void* a,
                                      const void* b, void* scratch_d);
 
@@ -138,7 +151,13 @@ class GemmTuner {
  private:
   GemmTuner(const CublasApi& blas, const CublasLtApi& lt,
             cublasHandle_t blas_handle, cudaStream_t stream, void* workspace,
-            size_t workspace_bytes, const Options& options);
+            size_t workspace_bytes, void* flush, size_t flush_bytes,
+            const Options& options);
+  // Choose's measurement: the plan to keep (null: cublasGemmEx), `choice`
+  // filled; any error stops it.
+  absl::StatusOr<std::unique_ptr<Plan>> Tune(const GemmShape& shape,
+                                             const void* a, const void* b,
+                                             void* scratch_d, GemmChoice* choice);
   // cublasGemmEx on the shape, as the backend issues it.
   cublasStatus_t RunDefault(const GemmShape& shape, const void* a,
                             const void* b, void* d) const;
@@ -153,6 +172,8 @@ class GemmTuner {
   cudaStream_t stream_;
   void* workspace_;
   size_t workspace_bytes_;
+  void* flush_;
+  size_t flush_bytes_;
   Options options_;
   // Every tuned shape; a null plan: cublasGemmEx. Plans never move (the
   // backend's recorded graph work holds pointers to them).

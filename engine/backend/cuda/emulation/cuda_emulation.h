@@ -184,6 +184,7 @@ struct cudaDeviceProp {
   size_t totalGlobalMem;
   int major, minor;
   int multiProcessorCount;
+  int l2CacheSize;  // bytes
 };
 
 const char* cudaGetErrorName(cudaError_t error);
