@@ -27,6 +27,7 @@ absl::StatusOr<const CublasLtApi*> LoadCublasLt() {
                                   &cublasLtMatmulPreferenceDestroy,
                                   &cublasLtMatmulPreferenceSetAttribute,
                                   &cublasLtMatmulAlgoGetHeuristic,
+                                  &cublasLtMatmulAlgoCheck,
                                   &cublasLtMatmul};
   return &api;
 }
@@ -79,6 +80,7 @@ absl::StatusOr<const CublasLtApi*> LoadCublasLt() {
   Bind(library, "cublasLtMatmulPreferenceSetAttribute",
        &table.preference_set_attribute, &missing);
   Bind(library, "cublasLtMatmulAlgoGetHeuristic", &table.heuristic, &missing);
+  Bind(library, "cublasLtMatmulAlgoCheck", &table.algo_check, &missing);
   Bind(library, "cublasLtMatmul", &table.matmul, &missing);
   if (!missing.empty()) {
     dlclose(library);

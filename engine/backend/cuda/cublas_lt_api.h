@@ -40,6 +40,11 @@ struct CublasLtApi {
                               cublasLtMatmulPreference_t pref, int requested,
                               cublasLtMatmulHeuristicResult_t results[],
                               int* returned);
+  cublasStatus_t (*algo_check)(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+                               cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                               cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+                               const cublasLtMatmulAlgo_t* algo,
+                               cublasLtMatmulHeuristicResult_t* result);
   cublasStatus_t (*matmul)(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
                            const void* alpha, const void* a,
                            cublasLtMatrixLayout_t a_layout, const void* b,

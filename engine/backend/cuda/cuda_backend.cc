@@ -749,12 +749,11 @@ void CudaBackend::MatMul(const Tensor& x, const Tensor& w, const Tensor& y) {
   constexpr uint64_t kGemmTag = 0x67656d6d;  // "gemm"
   IssueOrRecord(
       [=, tuner = tuner_.get()] {
-        if (plan != nullptr) {
-          Record(CublasStatus(
-              *cublas_api_,
-              tuner->Run(*static_cast<const cuda::GemmTuner::Plan*>(plan),
-                         w_data, x_data, y_data),
-              "cublasLtMatmul"));
+        // An algorithm that passed cuBLASLt's check may still decline to
+        // run (cublasLt.h); cublasGemmEx then does the product.
+        if (plan != nullptr &&
+            tuner->Run(*static_cast<const cuda::GemmTuner::Plan*>(plan), w_data,
+                       x_data, y_data) == CUBLAS_STATUS_SUCCESS) {
           return;
         }
         const float alpha = 1.0f, beta = 0.0f;

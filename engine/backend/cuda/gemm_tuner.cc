@@ -58,6 +58,12 @@ size_t GemmShapeHash::operator()(const GemmShape& s) const {
   return h;
 }
 
+int TokenBucket(int tokens) {
+  int bucket = 16;
+  while (bucket < tokens) bucket *= 2;
+  return bucket;
+}
+
 uint32_t OperandAlignment(const void* p) {
   const uintptr_t address = reinterpret_cast<uintptr_t>(p);
   uint32_t alignment = GemmShape::kMaxAlignment;
@@ -146,7 +152,25 @@ void GemmTuner::Destroy(Plan& plan) const {
 }
 
 bool GemmTuner::Tuned(const GemmShape& shape) const {
-  return plans_.find(shape) != plans_.end();
+  GemmShape bucket = shape;
+  bucket.n = TokenBucket(shape.n);
+  return plans_.find(shape) != plans_.end() ||
+         buckets_.find(bucket) != buckets_.end();
+}
+
+absl::StatusOr<std::unique_ptr<GemmTuner::Plan>> GemmTuner::Reuse(
+    const GemmShape& shape, const cublasLtMatmulAlgo_t& algo) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, Describe(shape));
+  cublasLtMatmulHeuristicResult_t result{};
+  const cublasStatus_t status = lt_.algo_check(
+      lt_handle_, plan->desc, plan->a, plan->b, plan->d, plan->d, &algo, &result);
+  if (status != CUBLAS_STATUS_SUCCESS || result.workspaceSize > workspace_bytes_) {
+    Destroy(*plan);
+    return std::unique_ptr<Plan>();
+  }
+  plan->algo = algo;
+  plan->workspace_bytes = result.workspaceSize;
+  return plan;
 }
 
 cublasStatus_t GemmTuner::RunDefault(const GemmShape& s, const void* a,
@@ -197,20 +221,34 @@ absl::StatusOr<const GemmTuner::Plan*> GemmTuner::Choose(const GemmShape& shape,
                                                          const void* b,
                                                          void* scratch_d) {
   if (auto it = plans_.find(shape); it != plans_.end()) return it->second.get();
-  GemmChoice choice;
-  choice.shape = shape;
-  absl::StatusOr<std::unique_ptr<Plan>> tuned = Tune(shape, a, b, scratch_d, &choice);
-  if (!tuned.ok()) {
+  GemmShape bucket = shape;
+  bucket.n = TokenBucket(shape.n);
+  absl::StatusOr<std::unique_ptr<Plan>> plan;
+  if (auto it = buckets_.find(bucket); it != buckets_.end()) {
+    // Another count of a tuned bucket: its choice, checked for this count.
+    plan = it->second.lt ? Reuse(shape, it->second.algo) : std::unique_ptr<Plan>();
     // A dead context fails everything after it; anything else leaves the
-    // shape on cublasGemmEx, for good.
-    if (absl::IsUnavailable(tuned.status())) return tuned.status();
-    choice.chosen = -1;
-    choice.failure = std::string(tuned.status().message());
-    tuned = std::unique_ptr<Plan>();
+    // count on cublasGemmEx.
+    if (!plan.ok() && absl::IsUnavailable(plan.status())) return plan.status();
+    if (!plan.ok()) plan = std::unique_ptr<Plan>();
+  } else {
+    GemmChoice choice;
+    choice.shape = shape;
+    plan = Tune(shape, a, b, scratch_d, &choice);
+    if (!plan.ok()) {
+      if (absl::IsUnavailable(plan.status())) return plan.status();
+      // Any other failure leaves the bucket on cublasGemmEx, for good.
+      choice.chosen = -1;
+      choice.failure = std::string(plan.status().message());
+      plan = std::unique_ptr<Plan>();
+    }
+    BucketChoice& kept = buckets_[bucket];
+    kept.lt = *plan != nullptr;
+    if (kept.lt) kept.algo = (*plan)->algo;
+    choices_.push_back(std::move(choice));
   }
-  const Plan* kept = tuned->get();
-  plans_.emplace(shape, std::move(*tuned));
-  choices_.push_back(std::move(choice));
+  const Plan* kept = plan->get();
+  plans_.emplace(shape, std::move(*plan));
   return kept;
 }
 

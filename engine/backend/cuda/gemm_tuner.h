@@ -22,12 +22,18 @@
 // the shape, no memory for events) leaves the shape on cublasGemmEx, noted
 // in its GemmChoice, and is not tried again.
 //
-// What it costs: each new shape, once, (1 + rounds) × (1 + candidates) runs
-// of the product, rounds × (1 + candidates) writes of the flush buffer and a
-// synchronization of the stream; each token count is a shape of its own
-// (the layouts hold it). What it changes: a product's bits may differ from
-// cublasGemmEx's (another algorithm sums in another order), and, since the
-// choice is a measurement, from one process to the next; hence opt-in.
+// Token counts are tuned by bucket (TokenBucket: powers of two from 16):
+// the first count of a bucket met is timed, and the other counts of the
+// bucket take its choice, each checked with cublasLtMatmulAlgoCheck for its
+// own layouts (cublasGemmEx where the check fails).
+//
+// What it costs: each new bucket of each shape, once, (1 + rounds) ×
+// (1 + candidates) runs of the product, rounds × (1 + candidates) writes of
+// the flush buffer and a synchronization of the stream; a new count in a
+// tuned bucket, an algorithm check. What it changes: a product's bits may
+// differ from cublasGemmEx's (another algorithm sums in another order),
+// and, since the choice is a measurement, from one process to the next;
+// hence opt-in.
 //
 // Thread safety: one thread at a time, the backend's.
 #ifndef TRIBUTARY_ENGINE_BACKEND_CUDA_GEMM_TUNER_H_
@@ -81,6 +87,10 @@ struct GemmShape {
 // the address.
 uint32_t OperandAlignment(const void* p);
 
+// The bucket of token counts a tuning covers: the least power of two ≥
+// `tokens`, at least 16 (1–16, 17–32, 33–64, …).
+int TokenBucket(int tokens);
+
 struct GemmShapeHash {
   size_t operator()(const GemmShape& s) const;
 };
@@ -129,7 +139,9 @@ class GemmTuner {
   // A chosen cuBLASLt algorithm with its descriptors.
   struct Plan;
 
-  // Whether `shape` has been tuned (Choose then returns at once).
+  // Whether `shape` has a plan (Choose then returns at once) or its bucket
+  // a choice (Choose then only checks it for the shape: no scratch output
+  // needed).
   bool Tuned(const GemmShape& shape) const;
 
   // The plan for `shape`, or null when cublasGemmEx stays. A new shape is
@@ -145,7 +157,8 @@ class GemmTuner {
   cublasStatus_t Run(const Plan& plan, const void* a, const void* b,
                      void* d) const;
 
-  // Every shape tuned so far, in the order it was.
+  // Every bucket tuned so far (its shape: the count it was timed at), in
+  // the order it was.
   const std::vector<GemmChoice>& choices() const { return choices_; }
 
  private:
@@ -175,9 +188,22 @@ class GemmTuner {
   void* flush_;
   size_t flush_bytes_;
   Options options_;
-  // Every tuned shape; a null plan: cublasGemmEx. Plans never move (the
+  // The plan of a count of a tuned bucket: the bucket's algorithm, checked
+  // for the count's layouts; null when the bucket keeps cublasGemmEx or the
+  // check fails. Any error but a sticky one: null.
+  absl::StatusOr<std::unique_ptr<Plan>> Reuse(const GemmShape& shape,
+                                              const cublasLtMatmulAlgo_t& algo);
+
+  // Every shape met; a null plan: cublasGemmEx. Plans never move (the
   // backend's recorded graph work holds pointers to them).
   std::unordered_map<GemmShape, std::unique_ptr<Plan>, GemmShapeHash> plans_;
+  // Every tuned bucket (its shape with n = TokenBucket(n)): its algorithm,
+  // or none (cublasGemmEx).
+  struct BucketChoice {
+    bool lt = false;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  std::unordered_map<GemmShape, BucketChoice, GemmShapeHash> buckets_;
   std::vector<GemmChoice> choices_;
 };
 

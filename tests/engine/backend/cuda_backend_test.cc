@@ -1240,6 +1240,22 @@ TEST(GemmTunerTest, ChoosesTheFastestByTheMargin) {
   EXPECT_EQ(ChooseFastest(NAN, {3.0}, 0.03), 0);
 }
 
+TEST(GemmTunerTest, BucketsAndAlignments) {
+  EXPECT_EQ(cuda::TokenBucket(1), 16);
+  EXPECT_EQ(cuda::TokenBucket(9), 16);
+  EXPECT_EQ(cuda::TokenBucket(16), 16);
+  EXPECT_EQ(cuda::TokenBucket(17), 32);
+  EXPECT_EQ(cuda::TokenBucket(64), 64);
+  EXPECT_EQ(cuda::TokenBucket(65), 128);
+  EXPECT_EQ(cuda::TokenBucket(256), 256);
+  alignas(256) static char buffer[512];
+  EXPECT_EQ(cuda::OperandAlignment(buffer), 256u);
+  EXPECT_EQ(cuda::OperandAlignment(buffer + 128), 128u);
+  EXPECT_EQ(cuda::OperandAlignment(buffer + 24), 8u);
+  EXPECT_EQ(cuda::OperandAlignment(buffer + 1), 1u);
+  EXPECT_EQ(cuda::OperandAlignment(buffer + 512 - 256), 256u);
+}
+
 TEST(GemmTunerTest, OptionsAreValidated) {
   cuda::GemmTuner::Options options;
   EXPECT_TRUE(options.Validate().ok());
@@ -1261,11 +1277,12 @@ TEST(GemmTunerTest, OptionsAreValidated) {
 #if defined(TRIBUTARY_CUDA_EMULATION)
 // The tuner on the emulation, whose cuBLASLt offers kEmulatedLtAlgorithms
 // algorithms that compute alike and whose speeds the test sets: each new
-// product shape (its token count among them) is timed once, the fastest of
-// the candidates and cublasGemmEx is kept, and the products stay the CPU's;
-// a shape tuned inside a graph region is captured and replayed on its
-// choice; the few-token kernel's products and those of more tokens than
-// kTuneMaxTokens are not tuned.
+// product shape is timed once per bucket of token counts (the other counts
+// of the bucket take its choice), the fastest of the candidates and
+// cublasGemmEx is kept, and the products stay the CPU's; a shape tuned
+// inside a graph region is captured and replayed on its choice; the
+// few-token kernel's products and those of more tokens than kTuneMaxTokens
+// are not tuned.
 class CudaGemmTunerTest : public CudaBackendTest {
  protected:
   BackendOptions Options() const override {
@@ -1316,33 +1333,43 @@ TEST_F(CudaGemmTunerTest, KeepsTheFastestAlgorithmOfEachShape) {
   EXPECT_EQ(tunings[0].chosen, 2);
   EXPECT_LT(tunings[0].best_ms, tunings[0].default_ms);
   EXPECT_TRUE(tunings[0].failure.empty()) << tunings[0].failure;
-  // Known shapes are not timed again, whatever the speeds are now, and run
-  // on their choice: one cuBLASLt product.
+  // Known shapes, and other counts of their bucket (9–16 tokens), are not
+  // timed again, whatever the speeds are now, and run on their choice: one
+  // cuBLASLt product each.
   cuda_emulation::SetLtAlgorithmDelays(0.0, {5e-3, 5e-3, 5e-3, 5e-3});
   int64_t lt_before = cuda_emulation::LtMatmulsRun();
   Product(12);
+  Product(16);
   EXPECT_EQ(cuda->gemm_tunings().size(), 1u);
-  EXPECT_EQ(cuda_emulation::LtMatmulsRun() - lt_before, 1);
-  // Another token count is another shape: here cublasGemmEx is fastest.
-  Product(13);
+  EXPECT_EQ(cuda_emulation::LtMatmulsRun() - lt_before, 2);
+  // An algorithm that declines at run time: cublasGemmEx does the product.
+  cuda_emulation::FailNextGemms(1);
+  lt_before = cuda_emulation::LtMatmulsRun();
+  Product(12);
+  EXPECT_EQ(cuda_emulation::LtMatmulsRun() - lt_before, 0);
+  // The next bucket (17–32 tokens) is tuned anew: here cublasGemmEx is
+  // fastest.
+  Product(24);
   tunings = cuda->gemm_tunings();
   ASSERT_EQ(tunings.size(), 2u);
-  EXPECT_EQ(tunings[1].tokens, 13);
+  EXPECT_EQ(tunings[1].tokens, 24);
   EXPECT_EQ(tunings[1].chosen, -1);
   EXPECT_GT(tunings[1].best_ms, tunings[1].default_ms);
   lt_before = cuda_emulation::LtMatmulsRun();
-  Product(13);
+  Product(24);
+  Product(17);
   EXPECT_EQ(cuda_emulation::LtMatmulsRun() - lt_before, 0) << "cublasGemmEx's";
+  EXPECT_EQ(cuda->gemm_tunings().size(), 2u);
   // Tuned while its region is recorded, then captured and replayed.
   cuda_emulation::SetLtAlgorithmDelays(5e-3, {0.0, 5e-3, 5e-3, 5e-3});
-  Product(14, /*in_region=*/true);
+  Product(40, /*in_region=*/true);
   tunings = cuda->gemm_tunings();
   ASSERT_EQ(tunings.size(), 3u);
   EXPECT_EQ(tunings[2].chosen, 0);
   EXPECT_EQ(cuda->graph_stats().captured, 1);
   EXPECT_EQ(cuda->graph_stats().replayed, 1);
   lt_before = cuda_emulation::LtMatmulsRun();
-  Product(14, /*in_region=*/true);
+  Product(40, /*in_region=*/true);
   EXPECT_EQ(cuda_emulation::LtMatmulsRun() - lt_before, 2) << "captured, replayed";
   // The few-token kernel's products and long ones are not tuned.
   Product(8);
@@ -1350,7 +1377,7 @@ TEST_F(CudaGemmTunerTest, KeepsTheFastestAlgorithmOfEachShape) {
   EXPECT_EQ(cuda->gemm_tunings().size(), 3u);
   // Off: new shapes go to cublasGemmEx untimed, the choices stay.
   ASSERT_TRUE(cuda->set_tune_gemms(false).ok());
-  Product(15);
+  Product(100);
   EXPECT_EQ(cuda->gemm_tunings().size(), 3u);
 }
 

@@ -943,6 +943,26 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
   return CUBLAS_STATUS_SUCCESS;
 }
 
+cublasStatus_t cublasLtMatmulAlgoCheck(
+    cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+    cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+    cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+    const cublasLtMatmulAlgo_t* algo, cublasLtMatmulHeuristicResult_t* result) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (algo == nullptr || result == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  int m, n, k;
+  if (!LtDims(*desc, *a, *b, *c, *d, &m, &n, &k) ||
+      algo->data[0] >= static_cast<uint64_t>(tributary::cuda_emulation::kEmulatedLtAlgorithms)) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  const cublasLtMatmulAlgo_t checked = *algo;  // algo may point into result
+  *result = cublasLtMatmulHeuristicResult_t{};
+  result->algo = checked;
+  result->state = CUBLAS_STATUS_SUCCESS;
+  result->wavesCount = 1.0f;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
                               const void* alpha, const void* A,
                               cublasLtMatrixLayout_t a_layout, const void* B,

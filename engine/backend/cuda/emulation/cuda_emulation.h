@@ -349,6 +349,13 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
     cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
     cublasLtMatmulPreference_t pref, int requested,
     cublasLtMatmulHeuristicResult_t results[], int* returned);
+// Whether `algo` (one the heuristic offered) runs the product the
+// descriptors describe; result->workspaceSize is what it needs.
+cublasStatus_t cublasLtMatmulAlgoCheck(
+    cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+    cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+    cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+    const cublasLtMatmulAlgo_t* algo, cublasLtMatmulHeuristicResult_t* result);
 // D = alpha · op(A) · op(B) + beta · C (C and D the same matrix here), on
 // the stream (recorded while it captures).
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
