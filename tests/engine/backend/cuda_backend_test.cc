@@ -31,6 +31,9 @@
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/backend/cuda/gemm_tuner.h"
 #endif
+#if defined(TRIBUTARY_TEST_CUBLAS_LOADER) && !defined(TRIBUTARY_CUDA_EMULATION)
+#include "engine/backend/cuda/shared_library.h"
+#endif
 
 namespace tributary {
 namespace {
@@ -1222,6 +1225,32 @@ TEST(CublasLoaderTest, LoadsEveryCublasLtSymbol) {
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*again, *api) << "loaded once";
 }
+
+#if !defined(TRIBUTARY_CUDA_EMULATION)
+// What the loader says when a library or a symbol is missing (the C
+// library stands in for cuBLAS: it is on every machine).
+TEST(CublasLoaderTest, SaysWhatIsMissing) {
+  auto none = cuda::SharedLibrary::Open("libtributary-no-such-library.so", "a test");
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(none.status().message().find("libtributary-no-such-library.so"),
+            std::string::npos) << none.status();
+  EXPECT_NE(none.status().message().find("a test"), std::string::npos);
+  auto libc = cuda::SharedLibrary::Open("libc.so.6", "the C library");
+  ASSERT_TRUE(libc.ok()) << libc.status();
+  int (*abs_fn)(int) = nullptr;
+  void (*missing)() = nullptr;
+  libc->Bind("abs", &abs_fn);
+  libc->Bind("tributary_no_such_symbol", &missing);
+  ASSERT_NE(abs_fn, nullptr);
+  EXPECT_EQ(abs_fn(-3), 3);
+  EXPECT_EQ(missing, nullptr);
+  const absl::Status status = libc->Finish();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(status.message().find("lacks tributary_no_such_symbol"), std::string::npos)
+      << status;
+}
+#endif
 
 // The tuner's rule: the fastest candidate wins when it beats cublasGemmEx
 // by the margin; ties go to the heuristic's earlier rank; a time that is
