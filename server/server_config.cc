@@ -63,7 +63,8 @@ const char* ServerUsage() {
                               dependent launch (off)
   --cuda-tune-gemms           CUDA: batched decode's products on the cuBLAS
                               algorithm measured fastest for each shape,
-                              timed when first met (off)
+                              timed once per bucket of token counts, when
+                              first met (off)
   --no-device-sampling        CUDA: sampled requests draw on the host from
                               copied logits rows, not on the device
   --threads N                 compute threads (0 = every core)
