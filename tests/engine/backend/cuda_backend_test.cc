@@ -1349,8 +1349,9 @@ TEST_F(CudaGemmTunerTest, KeepsTheFastestAlgorithmOfEachShape) {
   ASSERT_NE(cuda, nullptr);
   ASSERT_TRUE(cuda->tune_gemms());
   w_ = Weight(Shape{40, 64}, -0.5f, 0.5f);
-  // cublasGemmEx and every algorithm but the third take 5 ms a run.
-  cuda_emulation::SetLtAlgorithmDelays(5e-3, {5e-3, 5e-3, 0.0, 5e-3});
+  // cublasGemmEx and every algorithm but the third take 5 ms a run on the
+  // emulated device's clock, the third 1 ms.
+  cuda_emulation::SetLtAlgorithmDelays(5e-3, {5e-3, 5e-3, 1e-3, 5e-3});
   Product(12);
   std::vector<GemmTuning> tunings = cuda->gemm_tunings();
   ASSERT_EQ(tunings.size(), 1u);
@@ -1365,7 +1366,7 @@ TEST_F(CudaGemmTunerTest, KeepsTheFastestAlgorithmOfEachShape) {
   // Known shapes, and other counts of their bucket (9–16 tokens), are not
   // timed again, whatever the speeds are now, and run on their choice: one
   // cuBLASLt product each.
-  cuda_emulation::SetLtAlgorithmDelays(0.0, {5e-3, 5e-3, 5e-3, 5e-3});
+  cuda_emulation::SetLtAlgorithmDelays(1e-3, {5e-3, 5e-3, 5e-3, 5e-3});
   int64_t lt_before = cuda_emulation::LtMatmulsRun();
   Product(12);
   Product(16);
@@ -1390,7 +1391,7 @@ TEST_F(CudaGemmTunerTest, KeepsTheFastestAlgorithmOfEachShape) {
   EXPECT_EQ(cuda_emulation::LtMatmulsRun() - lt_before, 0) << "cublasGemmEx's";
   EXPECT_EQ(cuda->gemm_tunings().size(), 2u);
   // Tuned while its region is recorded, then captured and replayed.
-  cuda_emulation::SetLtAlgorithmDelays(5e-3, {0.0, 5e-3, 5e-3, 5e-3});
+  cuda_emulation::SetLtAlgorithmDelays(5e-3, {1e-3, 5e-3, 5e-3, 5e-3});
   Product(40, /*in_region=*/true);
   tunings = cuda->gemm_tunings();
   ASSERT_EQ(tunings.size(), 3u);
@@ -1418,7 +1419,7 @@ TEST_F(CudaGemmTunerTest, ViewsFromAnOffsetAreTheirOwnShapes) {
   auto* cuda = dynamic_cast<CudaBackend*>(gpu_.get());
   ASSERT_NE(cuda, nullptr);
   w_ = Weight(Shape{40, 64}, -0.5f, 0.5f);
-  cuda_emulation::SetLtAlgorithmDelays(5e-3, {0.0, 5e-3, 5e-3, 5e-3});
+  cuda_emulation::SetLtAlgorithmDelays(5e-3, {1e-3, 5e-3, 5e-3, 5e-3});
   Product(12);
   ASSERT_EQ(cuda->gemm_tunings().size(), 1u);
   ASSERT_EQ(cuda->gemm_tunings()[0].chosen, 0);

@@ -4,13 +4,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 // Switching fibers is the emulation's inner loop (every barrier and every
@@ -413,6 +411,8 @@ std::atomic<int> gemms_to_fail{0};
 std::mutex delays_mutex;
 double gemm_ex_delay_seconds = 0.0;
 std::vector<double> lt_delay_seconds;
+// The emulated device's clock (what events read), in nanoseconds.
+std::atomic<int64_t> device_clock_ns{0};
 std::atomic<int64_t> lt_matmuls_run{0};
 
 cudaError_t Record(cudaError_t e) {
@@ -681,7 +681,6 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
                             cudaDataType_t b_type, int ldb, const void* beta,
                             void* C, cudaDataType_t c_type, int ldc,
                             cublasComputeType_t compute, cublasGemmAlgo_t) {
-  using tributary::ElementType;
   if (gemms_to_fail.load() > 0) {
     gemms_to_fail.fetch_sub(1);
     return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -708,8 +707,8 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
 }
 
 namespace {
-// The arithmetic of both cuBLAS entry points, after `delay_seconds` of
-// sleep (SetLtAlgorithmDelays).
+// The arithmetic of both cuBLAS entry points, taking `delay_seconds` of the
+// device's clock (SetLtAlgorithmDelays).
 cublasStatus_t EmulatedGemm(cublasOperation_t transa, cublasOperation_t transb,
                             int m, int n, int k, const void* alpha,
                             const void* A, cudaDataType_t a_type, int lda,
@@ -729,9 +728,7 @@ cublasStatus_t EmulatedGemm(cublasOperation_t transa, cublasOperation_t transb,
       ldb < (transb == CUBLAS_OP_N ? k : n) || ldc < m) {
     return CUBLAS_STATUS_INVALID_VALUE;
   }
-  if (delay_seconds > 0.0) {
-    std::this_thread::sleep_for(std::chrono::duration<double>(delay_seconds));
-  }
+  device_clock_ns += static_cast<int64_t>(delay_seconds * 1e9);
   const float a_scale = *static_cast<const float*>(alpha);
   const float c_scale = *static_cast<const float*>(beta);
   // op(A) as f32 rows [m][k] and op(B) as f32 columns [n][k], widened once,
@@ -772,7 +769,7 @@ cublasStatus_t EmulatedGemm(cublasOperation_t transa, cublasOperation_t transb,
 
 // --- Events --------------------------------------------------------------------
 struct CUevent_st {
-  std::chrono::steady_clock::time_point at;
+  int64_t at_ns = 0;  // the device's clock
   bool recorded = false;
 };
 
@@ -787,7 +784,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
   if (tributary::cuda_emulation::CaptureList() != nullptr) {
     return Record(cudaErrorStreamCaptureUnsupported);
   }
-  event->at = std::chrono::steady_clock::now();
+  event->at_ns = device_clock_ns.load();
   event->recorded = true;
   return cudaSuccess;
 }
@@ -800,7 +797,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t) {
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   RETURN_IF_CONTEXT_DEAD();
   if (!start->recorded || !end->recorded) return Record(cudaErrorInvalidValue);
-  *ms = std::chrono::duration<float, std::milli>(end->at - start->at).count();
+  *ms = static_cast<float>(static_cast<double>(end->at_ns - start->at_ns) / 1e6);
   return cudaSuccess;
 }
 

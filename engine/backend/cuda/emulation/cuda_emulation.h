@@ -271,9 +271,10 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
                             cublasComputeType_t compute, cublasGemmAlgo_t algo);
 
 // --- Events ------------------------------------------------------------------
-// An event records the host clock when the work before it is done: at once,
-// since emulated work runs when it is issued. Not inside a capture (the
-// backend times nothing there).
+// An event records the emulated device's clock, which only the products'
+// set durations advance (SetLtAlgorithmDelays): nothing else the emulation
+// runs has a device time, so what events measure is deterministic. Not
+// inside a capture (the backend times nothing there).
 struct CUevent_st;
 typedef CUevent_st* cudaEvent_t;
 cudaError_t cudaEventCreate(cudaEvent_t* event);
@@ -370,10 +371,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
 namespace tributary {
 namespace cuda_emulation {
 constexpr int kEmulatedLtAlgorithms = 4;
-// How long each emulated product takes beyond its arithmetic, in seconds:
-// cublasGemmEx's, and that of each of the kEmulatedLtAlgorithms (missing
-// ones: none). For the tests of a tuner that times them. All zero again
-// after ResetLtAlgorithmDelays().
+// How long each emulated product takes on the emulated device's clock (what
+// events read), in seconds: cublasGemmEx's, and that of each of the
+// kEmulatedLtAlgorithms (missing ones: none). For the tests of a tuner that
+// times them. All zero again after ResetLtAlgorithmDelays().
 void SetLtAlgorithmDelays(double gemm_ex_seconds,
                           const std::vector<double>& lt_seconds);
 void ResetLtAlgorithmDelays();
