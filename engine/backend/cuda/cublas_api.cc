@@ -20,18 +20,10 @@ absl::StatusOr<const CublasApi*> LoadCublas() {
 
 #else
 
-namespace {
-
-#define TRIBUTARY_STRINGIFY_INNER(x) #x
-#define TRIBUTARY_STRINGIFY(x) TRIBUTARY_STRINGIFY_INNER(x)
-// The major version the headers are from: the ABI the table assumes.
-constexpr const char* kLibrary = "libcublas.so." TRIBUTARY_STRINGIFY(CUBLAS_VER_MAJOR);
-
-}  // namespace
-
 absl::StatusOr<const CublasApi*> LoadCublas() {
   return LoadOnce<CublasApi>(
-      kLibrary, "cuBLAS, from the CUDA toolkit",
+      TRIBUTARY_SONAME("libcublas", CUBLAS_VER_MAJOR),
+      "cuBLAS, from the CUDA toolkit",
       [](SharedLibrary& library, CublasApi& table) {
         // The exported names: cublas_v2.h maps the API's names onto these.
         library.Bind("cublasCreate_v2", &table.create);

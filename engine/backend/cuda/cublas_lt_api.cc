@@ -29,19 +29,11 @@ absl::StatusOr<const CublasLtApi*> LoadCublasLt() {
 
 #else
 
-namespace {
-
-#define TRIBUTARY_LT_STRINGIFY_INNER(x) #x
-#define TRIBUTARY_LT_STRINGIFY(x) TRIBUTARY_LT_STRINGIFY_INNER(x)
-// cuBLASLt ships with cuBLAS and carries its major version.
-constexpr const char* kLibrary =
-    "libcublasLt.so." TRIBUTARY_LT_STRINGIFY(CUBLAS_VER_MAJOR);
-
-}  // namespace
-
 absl::StatusOr<const CublasLtApi*> LoadCublasLt() {
+  // cuBLASLt ships with cuBLAS and carries its major version.
   return LoadOnce<CublasLtApi>(
-      kLibrary, "cuBLASLt, from the CUDA toolkit",
+      TRIBUTARY_SONAME("libcublasLt", CUBLAS_VER_MAJOR),
+      "cuBLASLt, from the CUDA toolkit",
       [](SharedLibrary& library, CublasLtApi& table) {
         library.Bind("cublasLtCreate", &table.create);
         library.Bind("cublasLtDestroy", &table.destroy);

@@ -169,18 +169,18 @@ absl::Status CudaBackend::set_tune_gemms(bool on) {
     // The candidates' output and, from its start, the flush buffer the
     // tuner writes before each timed run: twice the L2.
     const size_t flush_bytes = 2 * l2_bytes_;
+    const size_t scratch_bytes = std::max(kTuneScratchBytes, flush_bytes);
     ASSIGN_OR_RETURN(void* scratch,
-                     DeviceAlloc(std::max(kTuneScratchBytes, flush_bytes),
-                                 "the GEMM tuner's scratch"));
+                     DeviceAlloc(scratch_bytes, "the GEMM tuner's scratch"));
     absl::StatusOr<std::unique_ptr<cuda::GemmTuner>> tuner =
         cuda::GemmTuner::Create(*cublas_api_, cublas_, stream_, cublas_workspace_,
                                 options_.cublas_workspace_bytes, scratch,
-                                flush_bytes, cuda::GemmTuner::Options{});
+                                scratch_bytes, flush_bytes,
+                                cuda::GemmTuner::Options{});
     if (!tuner.ok()) {
       DeviceFree(scratch);
       return tuner.status();
     }
-    tune_scratch_ = scratch;
     tuner_ = std::move(*tuner);
   }
   options_.tune_gemms = on;
@@ -774,18 +774,9 @@ bool CudaBackend::TunedPlan(const cuda::GemmShape& shape, const void* w,
   if (!Require(tuner_ != nullptr, "tune_gemms is on but there is no tuner")) {
     return false;
   }
-  // x and w share a type here (MatMul checked), and a product's type is
-  // its A's and B's.
-  if (!tuner_->Tuned(shape)) {
-    const size_t out_bytes = static_cast<size_t>(shape.m) *
-                             static_cast<size_t>(shape.n) *
-                             (shape.d_type == CUDA_R_32F ? 4 : 2);
-    if (out_bytes > kTuneScratchBytes) return true;  // cublasGemmEx's default
-  }
   // A tuning that failed short of a sticky error leaves the shape on
   // cublasGemmEx (gemm_tunings() says why).
-  absl::StatusOr<const cuda::GemmTuner::Plan*> chosen =
-      tuner_->Choose(shape, w, x, tune_scratch_);
+  absl::StatusOr<const cuda::GemmTuner::Plan*> chosen = tuner_->Choose(shape, w, x);
   if (!chosen.ok()) return Record(chosen.status());  // a sticky error
   *plan = *chosen;
   return true;

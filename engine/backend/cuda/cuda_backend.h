@@ -165,9 +165,9 @@ class CudaBackend final : public Backend {
   bool tune_gemms() const { return options_.tune_gemms; }
   // Every shape tuned so far, in the order it was.
   std::vector<GemmTuning> gemm_tunings() const;
-  // The most tokens of a tuned product, and the largest output a tuning
-  // writes (the scratch it runs the candidates into): a product with a
-  // larger output keeps cublasGemmEx's default.
+  // The most tokens of a tuned product, and the least size of the scratch
+  // the tuner runs the candidates into: a product whose output does not
+  // fit it keeps cublasGemmEx's default.
   static constexpr int64_t kTuneMaxTokens = 256;
   static constexpr size_t kTuneScratchBytes = size_t{64} << 20;
   // What the graph regions did so far: captured into a new graph, replayed
@@ -277,7 +277,7 @@ class CudaBackend final : public Backend {
   bool TakesGemv(const Tensor& x, const Tensor& w) const;
   // The tuned algorithm of y [n, m] = x [n, k] · w [m, k]ᵀ (tuned now if
   // new), null for cublasGemmEx's default; false (the error remembered)
-  // when tuning failed.
+  // on a sticky device error.
   bool TunedPlan(const cuda::GemmShape& shape, const void* w, const void* x,
                  const void** plan);
   absl::StatusOr<void*> DeviceAlloc(size_t bytes, const char* what);
@@ -313,10 +313,9 @@ class CudaBackend final : public Backend {
   int multiprocessors_ = 1;
   size_t l2_bytes_ = 0;  // the device's L2
   bool programmatic_launch_possible_ = false;  // set by Init
-  // The GEMM tuner (tune_gemms) and the output its candidates write, made
-  // when tuning is first turned on.
+  // The GEMM tuner (tune_gemms), made when tuning is first turned on (its
+  // scratch is one of allocation_bytes_).
   std::unique_ptr<cuda::GemmTuner> tuner_;
-  void* tune_scratch_ = nullptr;
   // The most keys a token of this step attends to (its position + 1), and
   // the same and the token count over the sequences the flash kernel may
   // take no part in (fewer than kFlashMinTokens new tokens).

@@ -13,6 +13,17 @@ namespace tributary {
 namespace cuda {
 
 struct GemmTuner::Plan {
+  explicit Plan(const CublasLtApi& api) : lt(api) {}
+  ~Plan() {
+    if (d != nullptr) (void)lt.layout_destroy(d);
+    if (b != nullptr) (void)lt.layout_destroy(b);
+    if (a != nullptr) (void)lt.layout_destroy(a);
+    if (desc != nullptr) (void)lt.desc_destroy(desc);
+  }
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+
+  const CublasLtApi& lt;
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr;
   cublasLtMatrixLayout_t b = nullptr;
@@ -109,27 +120,29 @@ absl::Status GemmTuner::Options::Validate() const {
 
 GemmTuner::GemmTuner(const CublasApi& blas, const CublasLtApi& lt,
                      cublasHandle_t blas_handle, cudaStream_t stream,
-                     void* workspace, size_t workspace_bytes, void* flush,
-                     size_t flush_bytes, const Options& options)
+                     void* workspace, size_t workspace_bytes, void* scratch,
+                     size_t scratch_bytes, size_t flush_bytes,
+                     const Options& options)
     : blas_(blas),
       lt_(lt),
       blas_handle_(blas_handle),
       stream_(stream),
       workspace_(workspace),
       workspace_bytes_(workspace_bytes),
-      flush_(flush),
-      flush_bytes_(flush == nullptr ? 0 : flush_bytes),
+      scratch_(scratch),
+      scratch_bytes_(scratch == nullptr ? 0 : scratch_bytes),
+      flush_bytes_(std::min(flush_bytes, scratch_bytes_)),
       options_(options) {}
 
 absl::StatusOr<std::unique_ptr<GemmTuner>> GemmTuner::Create(
     const CublasApi& blas, cublasHandle_t blas_handle, cudaStream_t stream,
-    void* workspace, size_t workspace_bytes, void* flush, size_t flush_bytes,
-    const Options& options) {
+    void* workspace, size_t workspace_bytes, void* scratch,
+    size_t scratch_bytes, size_t flush_bytes, const Options& options) {
   RETURN_IF_ERROR(options.Validate());
   ASSIGN_OR_RETURN(const CublasLtApi* lt, LoadCublasLt());
   std::unique_ptr<GemmTuner> tuner(
       new GemmTuner(blas, *lt, blas_handle, stream, workspace, workspace_bytes,
-                    flush, flush_bytes, options));
+                    scratch, scratch_bytes, flush_bytes, options));
   cublasLtHandle_t handle = nullptr;
   RETURN_IF_ERROR(CublasStatus(blas, lt->create(&handle), "cublasLtCreate"));
   tuner->lt_handle_ = handle;
@@ -137,25 +150,8 @@ absl::StatusOr<std::unique_ptr<GemmTuner>> GemmTuner::Create(
 }
 
 GemmTuner::~GemmTuner() {
-  for (auto& [shape, plan] : plans_) {
-    if (plan != nullptr) Destroy(*plan);
-  }
+  plans_.clear();  // their descriptors, before the handle
   if (lt_handle_ != nullptr) (void)lt_.destroy(lt_handle_);
-}
-
-void GemmTuner::Destroy(Plan& plan) const {
-  if (plan.d != nullptr) (void)lt_.layout_destroy(plan.d);
-  if (plan.b != nullptr) (void)lt_.layout_destroy(plan.b);
-  if (plan.a != nullptr) (void)lt_.layout_destroy(plan.a);
-  if (plan.desc != nullptr) (void)lt_.desc_destroy(plan.desc);
-  plan = Plan{};
-}
-
-bool GemmTuner::Tuned(const GemmShape& shape) const {
-  GemmShape bucket = shape;
-  bucket.n = TokenBucket(shape.n);
-  return plans_.find(shape) != plans_.end() ||
-         buckets_.find(bucket) != buckets_.end();
 }
 
 absl::StatusOr<std::unique_ptr<GemmTuner::Plan>> GemmTuner::Reuse(
@@ -165,7 +161,6 @@ absl::StatusOr<std::unique_ptr<GemmTuner::Plan>> GemmTuner::Reuse(
   const cublasStatus_t status = lt_.algo_check(
       lt_handle_, plan->desc, plan->a, plan->b, plan->d, plan->d, &algo, &result);
   if (status != CUBLAS_STATUS_SUCCESS || result.workspaceSize > workspace_bytes_) {
-    Destroy(*plan);
     return std::unique_ptr<Plan>();
   }
   plan->algo = algo;
@@ -191,50 +186,52 @@ cublasStatus_t GemmTuner::Run(const Plan& plan, const void* a, const void* b,
 
 absl::StatusOr<std::unique_ptr<GemmTuner::Plan>> GemmTuner::Describe(
     const GemmShape& s) const {
-  auto plan = std::make_unique<Plan>();
-  auto fail = [&](cublasStatus_t status, const char* what) -> absl::Status {
-    absl::Status error = CublasStatus(blas_, status, what);
-    if (!error.ok()) Destroy(*plan);
-    return error;
-  };
-  RETURN_IF_ERROR(fail(lt_.desc_create(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
-                       "cublasLtMatmulDescCreate"));
+  auto plan = std::make_unique<Plan>(lt_);
+  RETURN_IF_ERROR(CublasStatus(
+      blas_, lt_.desc_create(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+      "cublasLtMatmulDescCreate"));
   // The attributes are int32 (cublasLt.h).
   const int32_t transpose = CUBLAS_OP_T, keep = CUBLAS_OP_N;
-  RETURN_IF_ERROR(fail(lt_.desc_set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA,
-                                              &transpose, sizeof transpose),
-                       "cublasLtMatmulDescSetAttribute(TRANSA)"));
-  RETURN_IF_ERROR(fail(lt_.desc_set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB,
-                                              &keep, sizeof keep),
-                       "cublasLtMatmulDescSetAttribute(TRANSB)"));
-  RETURN_IF_ERROR(fail(lt_.layout_create(&plan->a, s.ab_type, s.k, s.m, s.k),
-                       "cublasLtMatrixLayoutCreate(A)"));
-  RETURN_IF_ERROR(fail(lt_.layout_create(&plan->b, s.ab_type, s.k, s.n, s.k),
-                       "cublasLtMatrixLayoutCreate(B)"));
-  RETURN_IF_ERROR(fail(lt_.layout_create(&plan->d, s.d_type, s.m, s.n, s.m),
-                       "cublasLtMatrixLayoutCreate(D)"));
+  RETURN_IF_ERROR(CublasStatus(
+      blas_, lt_.desc_set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                    &transpose, sizeof transpose),
+      "cublasLtMatmulDescSetAttribute(TRANSA)"));
+  RETURN_IF_ERROR(CublasStatus(
+      blas_, lt_.desc_set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                    &keep, sizeof keep),
+      "cublasLtMatmulDescSetAttribute(TRANSB)"));
+  RETURN_IF_ERROR(CublasStatus(blas_, lt_.layout_create(&plan->a, s.ab_type, s.k, s.m, s.k),
+                               "cublasLtMatrixLayoutCreate(A)"));
+  RETURN_IF_ERROR(CublasStatus(blas_, lt_.layout_create(&plan->b, s.ab_type, s.k, s.n, s.k),
+                               "cublasLtMatrixLayoutCreate(B)"));
+  RETURN_IF_ERROR(CublasStatus(blas_, lt_.layout_create(&plan->d, s.d_type, s.m, s.n, s.m),
+                               "cublasLtMatrixLayoutCreate(D)"));
   return plan;
 }
 
 absl::StatusOr<const GemmTuner::Plan*> GemmTuner::Choose(const GemmShape& shape,
                                                          const void* a,
-                                                         const void* b,
-                                                         void* scratch_d) {
+                                                         const void* b) {
   if (auto it = plans_.find(shape); it != plans_.end()) return it->second.get();
   GemmShape bucket = shape;
   bucket.n = TokenBucket(shape.n);
   absl::StatusOr<std::unique_ptr<Plan>> plan;
   if (auto it = buckets_.find(bucket); it != buckets_.end()) {
     // Another count of a tuned bucket: its choice, checked for this count.
-    plan = it->second.lt ? Reuse(shape, it->second.algo) : std::unique_ptr<Plan>();
+    plan = it->second ? Reuse(shape, *it->second) : std::unique_ptr<Plan>();
     // A dead context fails everything after it; anything else leaves the
     // count on cublasGemmEx.
     if (!plan.ok() && absl::IsUnavailable(plan.status())) return plan.status();
     if (!plan.ok()) plan = std::unique_ptr<Plan>();
   } else {
+    // The candidates write [m, n] of d_type into the scratch.
+    const size_t out_bytes = static_cast<size_t>(shape.m) *
+                             static_cast<size_t>(shape.n) *
+                             (shape.d_type == CUDA_R_32F ? 4 : 2);
+    if (out_bytes > scratch_bytes_) return nullptr;
     GemmChoice choice;
     choice.shape = shape;
-    plan = Tune(shape, a, b, scratch_d, &choice);
+    plan = Tune(shape, a, b, &choice);
     if (!plan.ok()) {
       if (absl::IsUnavailable(plan.status())) return plan.status();
       // Any other failure leaves the bucket on cublasGemmEx, for good.
@@ -242,9 +239,8 @@ absl::StatusOr<const GemmTuner::Plan*> GemmTuner::Choose(const GemmShape& shape,
       choice.failure = std::string(plan.status().message());
       plan = std::unique_ptr<Plan>();
     }
-    BucketChoice& kept = buckets_[bucket];
-    kept.lt = *plan != nullptr;
-    if (kept.lt) kept.algo = (*plan)->algo;
+    buckets_[bucket] = *plan == nullptr ? std::nullopt
+                                        : std::make_optional((*plan)->algo);
     choices_.push_back(std::move(choice));
   }
   const Plan* kept = plan->get();
@@ -253,15 +249,8 @@ absl::StatusOr<const GemmTuner::Plan*> GemmTuner::Choose(const GemmShape& shape,
 }
 
 absl::StatusOr<std::unique_ptr<GemmTuner::Plan>> GemmTuner::Tune(
-    const GemmShape& shape, const void* a, const void* b, void* scratch_d,
-    GemmChoice* choice) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Plan> described, Describe(shape));
-  // Destroyed on every path but the kept one.
-  std::unique_ptr<Plan, std::function<void(Plan*)>> plan(
-      described.release(), [this](Plan* p) {
-        Destroy(*p);
-        delete p;
-      });
+    const GemmShape& shape, const void* a, const void* b, GemmChoice* choice) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, Describe(shape));
 
   // The heuristic's first algorithms that fit the workspace and the
   // operands' alignments.
@@ -309,11 +298,11 @@ absl::StatusOr<std::unique_ptr<GemmTuner::Plan>> GemmTuner::Tune(
 
   // Runner r: 0 is cublasGemmEx, 1 + c candidate c.
   auto run = [&](size_t r) -> cublasStatus_t {
-    if (r == 0) return RunDefault(shape, a, b, scratch_d);
+    if (r == 0) return RunDefault(shape, a, b, scratch_);
     const cublasLtMatmulHeuristicResult_t& h = heuristic[static_cast<size_t>(ranks[r - 1])];
     plan->algo = h.algo;
     plan->workspace_bytes = h.workspaceSize;
-    return Run(*plan, a, b, scratch_d);
+    return Run(*plan, a, b, scratch_);
   };
   // One untimed run each (the first use of each kernel stays out of the
   // times): cublasGemmEx's failure stops the tuning; a candidate that fails
@@ -339,7 +328,7 @@ absl::StatusOr<std::unique_ptr<GemmTuner::Plan>> GemmTuner::Tune(
     run_of[j] = r;
     if (flush_bytes_ > 0) {
       RETURN_IF_ERROR(CudaStatus(
-          cudaMemsetAsync(flush_, static_cast<int>(j & 0xff), flush_bytes_, stream_),
+          cudaMemsetAsync(scratch_, static_cast<int>(j & 0xff), flush_bytes_, stream_),
           "cudaMemsetAsync (gemm tuning's flush)"));
     }
     RETURN_IF_ERROR(CudaStatus(cudaEventRecord(starts[j], stream_), "cudaEventRecord"));
@@ -378,7 +367,7 @@ absl::StatusOr<std::unique_ptr<GemmTuner::Plan>> GemmTuner::Tune(
       heuristic[static_cast<size_t>(choice->chosen)];
   plan->algo = h.algo;
   plan->workspace_bytes = h.workspaceSize;
-  return std::unique_ptr<Plan>(plan.release());
+  return plan;
 }
 
 }  // namespace cuda

@@ -42,6 +42,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -124,33 +125,32 @@ class GemmTuner {
 
   // The handles, the stream and the buffers are the backend's (the tuner
   // keeps them, not owns them). `workspace` [workspace_bytes] is the one
-  // cuBLAS was given: the stream orders their uses. `flush` [flush_bytes]
-  // is written before each timed run (0 bytes: no flush). Loads cuBLASLt
-  // (FAILED_PRECONDITION when it cannot).
+  // cuBLAS was given: the stream orders their uses. `scratch`
+  // [scratch_bytes] is what the candidates write their output into (a
+  // shape whose output is larger is not tuned), and its first
+  // `flush_bytes` (at most scratch_bytes; 0: no flush) what is written
+  // before each timed run. Loads cuBLASLt (FAILED_PRECONDITION when it
+  // cannot).
   static absl::StatusOr<std::unique_ptr<GemmTuner>> Create(
       const CublasApi& blas, cublasHandle_t blas_handle, cudaStream_t stream,
-      void* workspace, size_t workspace_bytes, void* flush, size_t flush_bytes,
-      const Options& options);
+      void* workspace, size_t workspace_bytes, void* scratch,
+      size_t scratch_bytes, size_t flush_bytes, const Options& options);
   ~GemmTuner();
 
   GemmTuner(const GemmTuner&) = delete;
   GemmTuner& operator=(const GemmTuner&) = delete;
 
-  // A chosen cuBLASLt algorithm with its descriptors.
+  // A chosen cuBLASLt algorithm with its descriptors (destroyed with it).
   struct Plan;
 
-  // Whether `shape` has a plan (Choose then returns at once) or its bucket
-  // a choice (Choose then only checks it for the shape: no scratch output
-  // needed).
-  bool Tuned(const GemmShape& shape) const;
-
-  // The plan for `shape`, or null when cublasGemmEx stays. A new shape is
-  // tuned first, on `a` and `b` (read) into `scratch_d` ([m, n] of d_type,
-  // ldd = m; nothing else but the flush buffer is written), which
-  // synchronizes the stream: never call it while the stream captures. An
-  // error only for a sticky device error (UNAVAILABLE, cuda_status.h).
+  // The plan for `shape`, or null when cublasGemmEx stays. A shape of a new
+  // bucket is tuned first, on `a` and `b` (read) into the scratch (nothing
+  // else is written), which synchronizes the stream: never call it while
+  // the stream captures. A new bucket whose output would not fit the
+  // scratch keeps cublasGemmEx, untuned and unrecorded. An error only for
+  // a sticky device error (UNAVAILABLE, cuda_status.h).
   absl::StatusOr<const Plan*> Choose(const GemmShape& shape, const void* a,
-                                     const void* b, void* scratch_d);
+                                     const void* b);
 
   // Issues D = Aᵀ · B of the plan's shape with its algorithm on the stream
   // (graph capture records it).
@@ -164,19 +164,23 @@ class GemmTuner {
  private:
   GemmTuner(const CublasApi& blas, const CublasLtApi& lt,
             cublasHandle_t blas_handle, cudaStream_t stream, void* workspace,
-            size_t workspace_bytes, void* flush, size_t flush_bytes,
-            const Options& options);
+            size_t workspace_bytes, void* scratch, size_t scratch_bytes,
+            size_t flush_bytes, const Options& options);
   // Choose's measurement: the plan to keep (null: cublasGemmEx), `choice`
   // filled; any error stops it.
   absl::StatusOr<std::unique_ptr<Plan>> Tune(const GemmShape& shape,
                                              const void* a, const void* b,
-                                             void* scratch_d, GemmChoice* choice);
+                                             GemmChoice* choice);
+  // The plan of a count of a tuned bucket: the bucket's algorithm if
+  // cuBLASLt's check accepts it for the count's layouts, else null; an
+  // error from making the descriptors.
+  absl::StatusOr<std::unique_ptr<Plan>> Reuse(const GemmShape& shape,
+                                              const cublasLtMatmulAlgo_t& algo);
   // cublasGemmEx on the shape, as the backend issues it.
   cublasStatus_t RunDefault(const GemmShape& shape, const void* a,
                             const void* b, void* d) const;
-  // The plan's descriptors for `shape`; null with the error.
+  // The plan's descriptors for `shape`, its algorithm not yet set.
   absl::StatusOr<std::unique_ptr<Plan>> Describe(const GemmShape& shape) const;
-  void Destroy(Plan& plan) const;
 
   const CublasApi& blas_;
   const CublasLtApi& lt_;
@@ -185,25 +189,18 @@ class GemmTuner {
   cudaStream_t stream_;
   void* workspace_;
   size_t workspace_bytes_;
-  void* flush_;
+  void* scratch_;
+  size_t scratch_bytes_;
   size_t flush_bytes_;
   Options options_;
-  // The plan of a count of a tuned bucket: the bucket's algorithm, checked
-  // for the count's layouts; null when the bucket keeps cublasGemmEx or the
-  // check fails. Any error but a sticky one: null.
-  absl::StatusOr<std::unique_ptr<Plan>> Reuse(const GemmShape& shape,
-                                              const cublasLtMatmulAlgo_t& algo);
 
   // Every shape met; a null plan: cublasGemmEx. Plans never move (the
   // backend's recorded graph work holds pointers to them).
   std::unordered_map<GemmShape, std::unique_ptr<Plan>, GemmShapeHash> plans_;
   // Every tuned bucket (its shape with n = TokenBucket(n)): its algorithm,
   // or none (cublasGemmEx).
-  struct BucketChoice {
-    bool lt = false;
-    cublasLtMatmulAlgo_t algo{};
-  };
-  std::unordered_map<GemmShape, BucketChoice, GemmShapeHash> buckets_;
+  std::unordered_map<GemmShape, std::optional<cublasLtMatmulAlgo_t>, GemmShapeHash>
+      buckets_;
   std::vector<GemmChoice> choices_;
 };
 

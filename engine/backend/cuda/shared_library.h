@@ -11,6 +11,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
+// "<base>.so.<major>", `major` a version macro expanded first:
+// TRIBUTARY_SONAME("libcublas", CUBLAS_VER_MAJOR) is "libcublas.so.13" with
+// CUDA 13's headers (the ABI the tables assume).
+#define TRIBUTARY_SONAME_STRING(x) #x
+#define TRIBUTARY_SONAME(base, major) base ".so." TRIBUTARY_SONAME_STRING(major)
+
 namespace tributary {
 namespace cuda {
 
