@@ -330,6 +330,18 @@ constexpr int64_t kWideSlicePairs = 64;  // 3 groups: 24 KiB of f32
 // registers: 16 tokens 130 / 155, 32 148 / 155, 64 154 / 154, 128 160 /
 // 153, 256 162 / 152 (the FMA peak: 175).
 constexpr int64_t kWideMinTokenTiles = 12;
+// Up to this many tokens the f32 products on bf16 pairs take the transposed
+// form (RunTransposed), in blocks of up to 16 tokens: each weight read once
+// and widened once a block, instead of 8-token tiles over blocks of groups
+// (each tile widening every weight it reads in registers). Intel VM, 2
+// threads, a decode step in one piece, best of 3–4 alternated runs
+// (step_ops_bench --one-piece; bench/README.md, session 18): the mid-size
+// model (weights from memory) at 32 tokens, the step 44.4 → 38.5 ms and its
+// GateUp products 12.5 → 10.2 ms; the default model at 24 and 32 tokens,
+// GateUp 0.618 → 0.602 and 0.835 → 0.776 ms; at 48, 64 and 90 tokens on the
+// default model even or slower (1.22 → 1.26, 1.71 → 1.68, 2.32 → 2.37 ms),
+// so the 8-token tiles keep those.
+constexpr int64_t kTransposedMaxTokens = 32;
 
 void RunWideSlices(const F32PairKernels& kern, const Problem& p,
                    const float* x, int64_t ldx, int64_t g_begin, int64_t g_end,
@@ -383,43 +395,70 @@ void RunWideSlices(const F32PairKernels& kern, const Problem& p,
   }
 }
 
-// RunGroups' f32 products of one token tile of mr < T <= kTransposedTokens
-// tokens (a decode part of 9–16 sequences) on one segment (`len` pairs a
-// group, `count` inputs, x at the segment's first input): x transposed
-// kTransposedPairs pairs at a time into a buffer of the calling thread (in
-// L1), and every group's tile runs over that stretch, continuing its chains
-// from the previous stretch's results in y (exact): the same chains, so the
-// same bits, with each weight read once. One thread, a batch-16 decode
-// step: the GateUp products 0.766 → 0.716 ms, the LM head 0.166 → 0.151
-// (bench/README.md, session 15).
-constexpr int64_t kTransposedPairs = 128;  // 16 KiB of x
+// RunGroups' f32 products of mr < T <= kTransposedMaxTokens tokens (a
+// decode part of 9–16 sequences, a batched decode in one piece, a short
+// prompt) on one segment (`len` pairs a group, `count` inputs, x at the
+// segment's first input), with each weight read once for all T tokens: the
+// tokens in B = ⌈T / kTransposedTokens⌉ blocks of ⌊T / B⌋ or ⌈T / B⌉ (each
+// more than mr: TransposedBlocks), x transposed a stretch of pairs at a time
+// into a buffer of the calling thread (in L1: B blocks of a stretch hold
+// kTransposedPairs · 2 · kTransposedTokens floats in all), and every
+// group's stretch (in L1 once read) runs under every block's tile,
+// continuing its chains from the previous stretch's results in y (exact):
+// the same chains, so the same bits. One block: one thread, a batch-16
+// decode step: the GateUp products 0.766 → 0.716 ms, the LM head 0.166 →
+// 0.151 (bench/README.md, session 15). Two blocks: kTransposedMaxTokens.
+constexpr int64_t kTransposedPairs = 128;  // 16 KiB of x in all
+
+// The blocks T tokens take in the transposed form, or 0 where it does not
+// apply (T <= mr, T > kTransposedMaxTokens, or a block of mr tokens or
+// fewer).
+int64_t TransposedBlocks(int64_t num_tokens, int mr) {
+  constexpr int64_t kT = matmul_internal::kTransposedTokens;
+  if (num_tokens <= mr || num_tokens > kTransposedMaxTokens) return 0;
+  const int64_t blocks = (num_tokens + kT - 1) / kT;
+  return num_tokens / blocks > mr ? blocks : 0;
+}
 
 void RunTransposed(const F32PairKernels& kern, const Problem& p,
                    const float* x, int64_t ldx, int64_t g_begin,
                    int64_t g_end, const char* segment, int64_t len,
-                   int64_t count, bool accumulate) {
+                   int64_t count, bool accumulate, int64_t blocks) {
   constexpr int64_t kT = matmul_internal::kTransposedTokens;
-  const int m = static_cast<int>(p.num_tokens);
   const int64_t group_bytes = len * 64;
-  float* const xt =
-      AlignedThreadFloats(static_cast<size_t>(2 * kTransposedPairs * kT));
-  for (int64_t q0 = 0; q0 < len; q0 += kTransposedPairs) {
-    const int64_t q_len = std::min(kTransposedPairs, len - q0);
+  const int64_t stretch = kTransposedPairs / blocks;
+  const int64_t block_floats = 2 * stretch * kT;
+  float* const xt = AlignedThreadFloats(static_cast<size_t>(blocks * block_floats));
+  // Block b: tokens [first[b], first[b + 1]).
+  static_assert(kTransposedMaxTokens <= 2 * kT, "at most two blocks");
+  int64_t first[3];
+  for (int64_t b = 0; b <= blocks; ++b) first[b] = b * p.num_tokens / blocks;
+  for (int64_t q0 = 0; q0 < len; q0 += stretch) {
+    const int64_t q_len = std::min(stretch, len - q0);
     const int64_t inputs = std::min(2 * q_len, count - 2 * q0);
-    kern.transpose(x + 2 * q0, ldx, m, inputs, xt);
+    for (int64_t b = 0; b < blocks; ++b) {
+      kern.transpose(x + first[b] * ldx + 2 * q0, ldx,
+                     static_cast<int>(first[b + 1] - first[b]), inputs,
+                     xt + b * block_floats);
+    }
     for (int64_t g = g_begin; g < g_end; ++g) {
       const char* w = segment + g * group_bytes + q0 * 64;
-      // The next group's stretch, or the first group's next one.
+      // The next group's stretch, or the first group's next one: the first
+      // block's tile prefetches it, the others read this one from L1.
       const char* next =
           g + 1 < g_end ? w + group_bytes
-          : q0 + kTransposedPairs < len
-              ? segment + g_begin * group_bytes + (q0 + kTransposedPairs) * 64
+          : q0 + stretch < len
+              ? segment + g_begin * group_bytes + (q0 + stretch) * 64
               : nullptr;
-      kern.transposed_tile(
-          m, xt, reinterpret_cast<const uint16_t*>(w), inputs,
-          accumulate || q0 > 0, p.y + 16 * g, p.out_features,
-          static_cast<int>(std::min<int64_t>(16, p.out_features - 16 * g)),
-          next);
+      const int rows_store =
+          static_cast<int>(std::min<int64_t>(16, p.out_features - 16 * g));
+      for (int64_t b = 0; b < blocks; ++b) {
+        kern.transposed_tile(
+            static_cast<int>(first[b + 1] - first[b]), xt + b * block_floats,
+            reinterpret_cast<const uint16_t*>(w), inputs, accumulate || q0 > 0,
+            p.y + first[b] * p.out_features + 16 * g, p.out_features,
+            rows_store, b == 0 ? next : nullptr);
+      }
     }
   }
 }
@@ -456,10 +495,11 @@ void RunGroups(const Kernels& kern, const Problem& p, const X* x, int64_t ldx,
                 rows_store, next);
     };
     if constexpr (std::is_same_v<Kernels, F32PairKernels>) {
-      if (kern.transposed_tile != nullptr && p.num_tokens > kern.mr &&
-          p.num_tokens <= matmul_internal::kTransposedTokens) {
+      const int64_t blocks =
+          kern.transposed_tile != nullptr ? TransposedBlocks(p.num_tokens, kern.mr) : 0;
+      if (blocks > 0) {
         RunTransposed(kern, p, x + 2 * s0, ldx, g_begin, g_end, segment, len,
-                      count, accumulate);
+                      count, accumulate, blocks);
         continue;
       }
     }

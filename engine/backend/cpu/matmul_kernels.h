@@ -122,7 +122,8 @@ struct F32PairKernels : PairTileKernels<float> {
                     float* y, int64_t ldy, int rows_store,
                     const char* prefetch);
   // Optional (null on paths without it): the form for one token tile of
-  // mr < m <= kTransposedTokens tokens (a decode part of 9–16 sequences),
+  // mr < m <= kTransposedTokens tokens (a decode part of 9–16 sequences,
+  // or one of the two halves of 18–32 tokens: matmul.cc, RunTransposed),
   // which reads every weight once. transpose: xt[kTransposedTokens · i + t]
   // = x[t · ldx + i] for t < m, i < count (xt 64-byte aligned; tokens from
   // m on are left as they are). transposed_tile: `tile`'s chains for m

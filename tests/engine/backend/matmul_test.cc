@@ -661,6 +661,12 @@ TEST(MatMulF32PairsTest, IsOneFmaChainPerOutputOnEveryPathAndShape) {
       // One token tile of 9–16 tokens (x transposed, one group a tile):
       // an odd K over two stretches of x, K = 1, two segments, 16 tokens.
       {12, 513, 33}, {13, 1, 17}, {16, 768, 70}, {10, 4097, 20},
+      // The same in two blocks of 9–16 tokens (17 tokens would leave a
+      // block of 8: the 8-token tiles instead): two blocks of 9 over K = 1
+      // and an odd K over stretches, blocks of 12 and 13 tokens, 32 tokens
+      // (a batched decode) in two segments; past 32 the 8-token tiles again.
+      {17, 301, 45}, {18, 1, 20}, {18, 301, 70}, {25, 130, 40},
+      {32, 2100, 33}, {41, 513, 40}, {95, 257, 50},
       // Prefill over more than one block of groups, in two segments, on
       // two threads.
       {20, 2100, 260},
