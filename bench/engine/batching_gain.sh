@@ -28,6 +28,12 @@
 # in this run): each load's roofline (the tokens/s its steps allow), the
 # fraction of it reached, and the ceiling gain, the gain the two rooflines
 # allow (design.md §8). NO_ROOFLINE=1 leaves the probe out.
+# MODEL=DIR runs another model directory instead of the default one (the
+# read probe then reads that model's weight bytes: for a model larger than
+# the caches, memory's rate), e.g. MODEL=build/bench-models/mid-size
+# (`tributary-synth --preset mid-size --out build/bench-models/mid-size`):
+# issue 5's goal is on the default model; this shows the engine's gain where
+# batch-1 decode streams its weights from memory.
 # With OLD_BENCH=path/to/another/tributary-bench, every run is paired with
 # the same run of that binary (which goes first alternates by round), and
 # the report adds the median new / old ratio per concurrency: an A/B of two
@@ -46,6 +52,8 @@ fi
 bench="$build/engine/cli/tributary-bench"
 [ -x "$bench" ] || { echo "no $bench: build first" >&2; exit 1; }
 old="${OLD_BENCH:-}"
+model="${MODEL:-$root/models/tiny-shakespeare}"
+[ -f "$model/config.json" ] || { echo "MODEL=$model holds no config.json" >&2; exit 1; }
 [ -z "$old" ] || [ -x "$old" ] || { echo "OLD_BENCH=$old is not executable" >&2; exit 1; }
 
 ceilings_bench="$build/bench/cpu/cpu_ceilings_bench"
@@ -63,7 +71,7 @@ trap 'rm -f "$runs" "$err" "$ceilings"' EXIT
 weight_bytes=0
 if [ "$roofline" = 1 ]; then
   # The model's weight bytes (the read probe's buffer), from a one-token run.
-  weight_bytes=$("$bench" --model "$root/models/tiny-shakespeare" \
+  weight_bytes=$("$bench" --model "$model" \
       --num-requests 1 --prompt-tokens 1 --output-tokens 1 --warmup 0 \
       --threads 2 --json 2>"$err" |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["weight_bytes"])') || {
@@ -85,7 +93,7 @@ one_run() {  # label binary concurrency round [extra bench flags]
   load=(--concurrency "$c")
   [ "$c" != 1w ] || load=(--concurrency 1 --warmup 32)
   [ "$label" != new ] || [ "$roofline" = 0 ] || load+=(--step-work)
-  if ! json=$("$binary" --model "$root/models/tiny-shakespeare" \
+  if ! json=$("$binary" --model "$model" \
       --num-requests 64 --prompt-tokens 32 --output-tokens 64 \
       "${load[@]}" --threads 2 --seed 1 --json "$@" 2>"$err"); then
     echo "$label tributary-bench failed at C=$c:" >&2
