@@ -428,7 +428,8 @@ void RunTransposed(const F32PairKernels& kern, const Problem& p,
   const int64_t group_bytes = len * 64;
   const int64_t stretch = kTransposedPairs / blocks;
   const int64_t block_floats = 2 * stretch * kT;
-  float* const xt = AlignedThreadFloats(static_cast<size_t>(blocks * block_floats));
+  float* const xt =
+      AlignedThreadFloats(static_cast<size_t>(blocks * block_floats));
   // Block b: tokens [first[b], first[b + 1]).
   static_assert(kTransposedMaxTokens <= 2 * kT, "at most two blocks");
   int64_t first[3];
@@ -495,8 +496,9 @@ void RunGroups(const Kernels& kern, const Problem& p, const X* x, int64_t ldx,
                 rows_store, next);
     };
     if constexpr (std::is_same_v<Kernels, F32PairKernels>) {
-      const int64_t blocks =
-          kern.transposed_tile != nullptr ? TransposedBlocks(p.num_tokens, kern.mr) : 0;
+      const int64_t blocks = kern.transposed_tile != nullptr
+                                 ? TransposedBlocks(p.num_tokens, kern.mr)
+                                 : 0;
       if (blocks > 0) {
         RunTransposed(kern, p, x + 2 * s0, ldx, g_begin, g_end, segment, len,
                       count, accumulate, blocks);
