@@ -52,9 +52,9 @@ fi
 bench="$build/engine/cli/tributary-bench"
 [ -x "$bench" ] || { echo "no $bench: build first" >&2; exit 1; }
 old="${OLD_BENCH:-}"
+[ -z "$old" ] || [ -x "$old" ] || { echo "OLD_BENCH=$old is not executable" >&2; exit 1; }
 model="${MODEL:-$root/models/tiny-shakespeare}"
 [ -f "$model/config.json" ] || { echo "MODEL=$model holds no config.json" >&2; exit 1; }
-[ -z "$old" ] || [ -x "$old" ] || { echo "OLD_BENCH=$old is not executable" >&2; exit 1; }
 
 ceilings_bench="$build/bench/cpu/cpu_ceilings_bench"
 roofline=1

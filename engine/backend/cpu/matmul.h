@@ -109,9 +109,9 @@ enum class WeightLayout : uint8_t {
   // bf16 weights packed by PackBf16Pairs. kF32 products on them run one
   // fma chain per output over the inputs in order (matmul_kernels.h: 16
   // outputs a vector, the weights widened in registers, no lane tree; on
-  // AVX-512, 9–32 tokens read x transposed and 96 or more widen the weights
-  // once a 64-pair slice for every token tile), kBF16 products their pair
-  // chains. The CPU backend packs every bf16 matrix so
+  // AVX-512, 9–16 and 18–32 tokens read x transposed and 96 or more widen
+  // the weights once a 64-pair slice for every token tile), kBF16 products
+  // their pair chains. The CPU backend packs every bf16 matrix so
   // (CpuBackend::PrepareMatMulWeight).
   kBf16Pairs,
 };
