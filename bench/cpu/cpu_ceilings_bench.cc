@@ -1,8 +1,9 @@
 // cpu_ceilings_bench: in one run, the machine's ceilings and our MatMul
 // against them (design.md §8: performance is a ratio against a ceiling
 // measured in the same run).
-//   (a) the FMA rate of a thread (12 independent zmm fma chains, 1 and all
-//       threads at once: the ceiling of any f32 product; AVX-512 CPUs), then
+//   (a) the FMA rate of a thread (12 independent fma chains of the widest
+//       vectors, zmm or ymm, 1 and all threads at once: the ceiling of any
+//       f32 product; AVX-512 or AVX2 + FMA CPUs), then
 //       f32 GEMM peak on a large square problem: OpenBLAS sgemm and our
 //       kernel, 1 and 2 threads; the best is the GEMM ceiling. Where the CPU
 //       has AVX512_BF16, also our kernel's bf16 products (MatMulPrecision::
@@ -127,29 +128,40 @@ std::vector<std::vector<uint16_t>> CopiesBeyondL3(int64_t out, int64_t in,
 // `iters` rounds of 12 independent fma chains (more than latency × ports),
 // kept in registers (the asm barrier stops the compiler from folding them):
 // what a core's FMA units reach with nothing else in the way, the ceiling of
-// any f32 product. Returns a value of the chains, so that none is dead.
-__attribute__((target("avx512f"))) float FmaChainsAvx512(int64_t iters) {
-  __m512 a0 = _mm512_set1_ps(1.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0,
-         a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;
-  const __m512 b = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
-  for (int64_t i = 0; i < iters; ++i) {
-#define TRIB_FMA(x) x = _mm512_fmadd_ps(x, b, c);
-    TRIB_FMA(a0) TRIB_FMA(a1) TRIB_FMA(a2) TRIB_FMA(a3) TRIB_FMA(a4)
-    TRIB_FMA(a5) TRIB_FMA(a6) TRIB_FMA(a7) TRIB_FMA(a8) TRIB_FMA(a9)
-    TRIB_FMA(a10) TRIB_FMA(a11)
-#undef TRIB_FMA
-    __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4),
-                     "+v"(a5), "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9),
-                     "+v"(a10), "+v"(a11));
-  }
-  const __m512 sum = _mm512_add_ps(
-      _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-      _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)),
-                    _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11))));
-  alignas(64) float out[16];  // (_mm512_reduce_add_ps trips GCC bug 105593)
-  _mm512_store_ps(out, sum);
+// any f32 product. Returns a value of the chains, so that none is dead. One
+// body for both vector widths: V is __m512 or __m256.
+#define TRIB_FMA_CHAINS(V, SET1, FMADD, ADD, STORE, LANES)                   \
+  V a0 = SET1(1.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,   \
+    a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;                           \
+  const V b = SET1(0.999999f), c = SET1(1e-7f);                              \
+  for (int64_t i = 0; i < iters; ++i) {                                      \
+    a0 = FMADD(a0, b, c); a1 = FMADD(a1, b, c); a2 = FMADD(a2, b, c);        \
+    a3 = FMADD(a3, b, c); a4 = FMADD(a4, b, c); a5 = FMADD(a5, b, c);        \
+    a6 = FMADD(a6, b, c); a7 = FMADD(a7, b, c); a8 = FMADD(a8, b, c);        \
+    a9 = FMADD(a9, b, c); a10 = FMADD(a10, b, c); a11 = FMADD(a11, b, c);    \
+    __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4),  \
+                     "+v"(a5), "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9),       \
+                     "+v"(a10), "+v"(a11));                                  \
+  }                                                                          \
+  const V sum = ADD(ADD(ADD(ADD(a0, a1), ADD(a2, a3)),                       \
+                        ADD(ADD(a4, a5), ADD(a6, a7))),                      \
+                    ADD(ADD(a8, a9), ADD(a10, a11)));                        \
+  /* (_mm512_reduce_add_ps trips GCC bug 105593) */                          \
+  alignas(64) float out[LANES];                                              \
+  STORE(out, sum);                                                           \
   return out[0];
+
+__attribute__((target("avx512f"))) float FmaChainsAvx512(int64_t iters) {
+  TRIB_FMA_CHAINS(__m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps,
+                  _mm512_store_ps, 16)
 }
+
+// The same on AVX2 + FMA CPUs (16 ymm registers: the 12 chains, b and c).
+__attribute__((target("avx2,fma"))) float FmaChainsAvx2(int64_t iters) {
+  TRIB_FMA_CHAINS(__m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps,
+                  _mm256_store_ps, 8)
+}
+#undef TRIB_FMA_CHAINS
 
 // The best of `reps` seconds of fn(t) run on threads t = 0 … threads − 1 at
 // once (one chunk each), its results kept so that none is dead.
@@ -169,13 +181,22 @@ double BestSecondsOnThreads(int threads, int reps, ThreadPool* pool,
   return s;
 }
 
-// GFLOP/s of the fma chains on `threads` threads at once, per thread
-// (AVX-512 CPUs only).
+// Whether this CPU has a probe of its FMA rate: AVX-512 or AVX2 + FMA.
+bool HasFmaProbe() {
+  return __builtin_cpu_supports("avx512f") ||
+         (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
+}
+
+// GFLOP/s of the fma chains on `threads` threads at once, per thread, at the
+// widest vectors the CPU has (HasFmaProbe).
 double FmaRatePerThread(int threads, int reps, ThreadPool* pool) {
   constexpr int64_t kIters = 4'000'000;
-  const double s = BestSecondsOnThreads(
-      threads, reps, pool, [](int64_t) { return FmaChainsAvx512(kIters); });
-  const double flops_per_iter = 12.0 * 2 * 16;
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  const double s =
+      BestSecondsOnThreads(threads, reps, pool, [avx512](int64_t) {
+        return avx512 ? FmaChainsAvx512(kIters) : FmaChainsAvx2(kIters);
+      });
+  const double flops_per_iter = 12.0 * 2 * (avx512 ? 16 : 8);
   return kIters * flops_per_iter / s / 1e9;
 }
 
@@ -272,8 +293,8 @@ void Rule() { std::printf("%s\n", std::string(78, '-').c_str()); }
 // do). Ends with one JSON line for scripts (bench/engine/batching_gain.sh).
 int RooflineCeilings(const Flags& flags, ThreadPool& pool_n) {
   Rule();
-  if (!__builtin_cpu_supports("avx512f")) {
-    std::fprintf(stderr, "(r) needs AVX-512 (its FMA chains)\n");
+  if (!HasFmaProbe()) {
+    std::fprintf(stderr, "(r) needs AVX-512 or AVX2 + FMA (its FMA chains)\n");
     return 1;
   }
   const double peak = flags.threads *
@@ -368,7 +389,7 @@ int Main(const Flags& flags) {
   double bf16_peak = 0;  // 0: no AVX512_BF16
   if (want('a')) {
     Rule();
-    if (__builtin_cpu_supports("avx512f")) {
+    if (HasFmaProbe()) {
       std::printf("(a) the FMA rate: 12 independent fma chains a thread "
                   "(GFLOP/s a thread)\n");
       for (int threads : {1, flags.threads}) {
