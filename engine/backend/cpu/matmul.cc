@@ -103,6 +103,16 @@ const CoreCaches& Caches() {
   return caches;
 }
 
+// The bytes of packed weights a blocked product on bf16 pairs runs every
+// token tile over (RunGroups): kPackBytes, but at most 3/8 of L2. The second
+// token tile prefetches the next block while this one is read from L2, so
+// two blocks must fit beside the token tiles' x, which two of 384 KiB do
+// not in Zen 3's 512 KiB L2 (192 KiB blocks there). Zen 4's 1 MiB and the
+// Intel VM's 2 MiB keep kPackBytes.
+int64_t GroupBlockBytes() {
+  return std::min<int64_t>(kPackBytes, Caches().l2 * 3 / 8);
+}
+
 // How prefill (more tokens than one tile) blocks a product of K inputs.
 //
 // A token tile's x rows (mr · K floats) must stay in L1 while the tile runs
@@ -471,7 +481,7 @@ void RunTransposed(const F32PairKernels& kern, const Problem& p,
 // float, ldx = K). A segment at a time (one for K <= 2 ·
 // kBf16PairsPerSegment), each tile continuing its outputs' chains from the
 // previous segment's results in y. Decode streams the groups once; prefill
-// runs every token tile over a block of groups (kPackBytes of them) while
+// runs every token tile over a block of groups (GroupBlockBytes of them) while
 // the block sits in L2.
 template <typename Kernels, typename X>
 void RunGroups(const Kernels& kern, const Problem& p, const X* x, int64_t ldx,
@@ -523,7 +533,7 @@ void RunGroups(const Kernels& kern, const Problem& p, const X* x, int64_t ldx,
     // prefetches the block's groups ahead of itself, the second the next
     // block, so that it arrives while this one is computed.
     const int64_t block = std::max<int64_t>(
-        kern.groups[kern.mr], kPackBytes / group_bytes);
+        kern.groups[kern.mr], GroupBlockBytes() / group_bytes);
     const Prefetch next_block{Prefetch::Kind::kNextBlock, block, g_end};
     for (int64_t gb = g_begin; gb < g_end; gb += block) {
       ForEachTile<const uint16_t*>(kern.mr, kern.groups, 0, p.num_tokens, gb,
