@@ -27,7 +27,26 @@ from tributary_server import TributaryServer
 
 RECORD = "instance:tributary_residual_update_to_stream_ratio:mean5m"
 JOB_RECORD = "job:tributary_residual_update_to_stream_ratio:mean5m"
+COUNT = "tributary_residual_update_to_stream_ratio_count"
 WAIT_S = 60
+
+
+def label_key(labels):
+    """A series' (layer, sublayer), from a query result's labels."""
+    return (labels["layer"], labels["sublayer"])
+
+
+def server_counts(exposition):
+    """{(layer, sublayer): count} of COUNT in the server's own /metrics text."""
+    counts = {}
+    for line in exposition.splitlines():
+        if not line.startswith(COUNT + "{"):
+            continue
+        labels_text, value = line[len(COUNT) + 1:].rsplit("} ", 1)
+        labels = dict(part.split("=", 1) for part in labels_text.split(","))
+        labels = {k: v.strip('"') for k, v in labels.items()}
+        counts[label_key(labels)] = float(value.split()[0])
+    return counts
 
 
 def free_port():
@@ -155,17 +174,38 @@ def main():
             server.client("generate", prompt, "--max-new-tokens", "16", "--temperature", "0")
         print(f"sent 3 requests ({time.monotonic() - started:.1f} s)")
 
-        # One series per (layer, sublayer) that the server exports.
-        expected_series = len({line.split("{")[1].split("}")[0]
-                               for line in server.scrape().splitlines()
-                               if line.startswith("tributary_residual_update_to_stream_ratio_count{")})
+        # The requests are over: the server's counts are final. One series
+        # per (layer, sublayer) that the server exports.
+        final_counts = server_counts(server.scrape())
+        expected_series = len(final_counts)
 
+        # Wait until Prometheus holds a scrape of those final counts. A rule
+        # evaluated before that (while a scrape was still being ingested:
+        # slow under the sanitizers) used counts from the middle of the
+        # requests, which a query at the same time may no longer see.
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            stored = {label_key(r["metric"]): float(r["value"][1])
+                      for r in query(prometheus.port, COUNT)}
+            if stored == final_counts:
+                break
+            if time.monotonic() > deadline:
+                raise SystemExit(f"prometheus never stored the final {COUNT}: "
+                                 f"{stored} against the server's {final_counts}")
+            time.sleep(0.5)
+        settled = time.time()
+
+        # Then a rule evaluated after that: its samples are of the final
+        # counts (any scrape still being ingested holds the same counts).
         deadline = time.monotonic() + WAIT_S
         result = []
         while True:
+            evaluated = query(prometheus.port, f"timestamp({RECORD})")
             result = [r for r in query(prometheus.port, RECORD)
                       if math.isfinite(float(r["value"][1])) and float(r["value"][1]) > 0]
-            if result and len(result) >= expected_series:
+            if (result and len(result) >= expected_series and
+                    len(evaluated) >= expected_series and
+                    min(float(r["value"][1]) for r in evaluated) > settled):
                 break
             if time.monotonic() > deadline:
                 raise SystemExit(f"no finite {RECORD} within {WAIT_S} s; last answer: "
@@ -185,11 +225,12 @@ def main():
         if len(layers) != expected_series:
             failures.append(f"{len(layers)} (layer, sublayer) pairs, expected {expected_series}")
 
-        # The rule against the same ratio computed by hand. The two may read
-        # the window a scrape apart, but the requests are over: the counters
-        # no longer move, and rate(_sum)/rate(_count) of the same samples is
-        # exact (the extrapolation factors cancel).
-        at = result[0]["value"][0]
+        # The rule against the same ratio computed by hand, at the time the
+        # rule was evaluated (a query a little later may see one more scrape;
+        # the counters no longer move, so it holds the same counts), where
+        # rate(_sum)/rate(_count) of the same samples is exact (the
+        # extrapolation factors cancel).
+        at = min(float(r["value"][1]) for r in evaluated)
         by_hand = {}
         url_q = ("rate(tributary_residual_update_to_stream_ratio_sum[5m])"
                  " / rate(tributary_residual_update_to_stream_ratio_count[5m])")
