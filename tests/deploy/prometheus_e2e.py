@@ -13,6 +13,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -43,8 +44,7 @@ def server_counts(exposition):
         if not line.startswith(COUNT + "{"):
             continue
         labels_text, value = line[len(COUNT) + 1:].rsplit("} ", 1)
-        labels = dict(part.split("=", 1) for part in labels_text.split(","))
-        labels = {k: v.strip('"') for k, v in labels.items()}
+        labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', labels_text))
         counts[label_key(labels)] = float(value.split()[0])
     return counts
 
@@ -232,8 +232,8 @@ def main():
         # extrapolation factors cancel).
         at = min(float(r["value"][1]) for r in evaluated)
         by_hand = {}
-        url_q = ("rate(tributary_residual_update_to_stream_ratio_sum[5m])"
-                 " / rate(tributary_residual_update_to_stream_ratio_count[5m])")
+        ratio = COUNT[:-len("_count")]
+        url_q = f"rate({ratio}_sum[5m]) / rate({ratio}_count[5m])"
         for r in query(prometheus.port, url_q, at):
             by_hand[(r["metric"]["layer"], r["metric"]["sublayer"])] = float(r["value"][1])
         for r in query(prometheus.port, RECORD, at):
