@@ -4,6 +4,7 @@
 //   (a) the FMA rate of a thread (12 independent fma chains of the widest
 //       vectors, zmm or ymm, 1 and all threads at once: the ceiling of any
 //       f32 product; AVX-512 or AVX2 + FMA CPUs), then
+//       the same for VDPBF16PS chains where the CPU has AVX512_BF16,
 //       f32 GEMM peak on a large square problem: OpenBLAS sgemm and our
 //       kernel, 1 and 2 threads; the best is the GEMM ceiling. Where the CPU
 //       has AVX512_BF16, also our kernel's bf16 products (MatMulPrecision::
@@ -26,7 +27,9 @@
 //       same shape in the same run.
 //   (r) on request only: the ceilings of a tributary-bench roofline, the FMA
 //       rate of all threads and their read rate of a --read_bytes buffer
-//       (the model's weight bytes), ending with one JSON line.
+//       (the model's weight bytes), and where the CPU has AVX512_BF16 the
+//       VDPBF16PS rate of all threads (the ceiling of a run with bf16
+//       products), ending with one JSON line.
 // Every number is the best of --reps repetitions (the machine is shared).
 // Flags: --reps N (default 5), --gemm_n=N (default 2048), --dram_mib=N
 // (default 1024), --threads=N (default 2: the "all cores" column),
@@ -163,6 +166,41 @@ __attribute__((target("avx2,fma"))) float FmaChainsAvx2(int64_t iters) {
 }
 #undef TRIB_FMA_CHAINS
 
+// The same for AVX-512 BF16's VDPBF16PS, the instruction of the bf16
+// products (MatMulPrecision::kBF16): 12 independent chains, each
+// instruction 16 lanes × 2 bf16 products summed into f32 (64 FLOPs). The
+// ceiling of a bf16 product; CPUs differ in what it costs against an f32
+// fma (Zen 4: the same rate, so twice the FLOPs; the Intel VM of session
+// 10: a quarter of it). The values stay finite: the chains add 1e-7-sized
+// products to 1.
+__attribute__((target("avx512f,avx512bf16"))) float Bf16DotChains(
+    int64_t iters) {
+  __m512 a0 = _mm512_set1_ps(1.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0,
+         a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;
+  const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-4f),
+                                         _mm512_set1_ps(1e-4f));
+  const __m512bh c = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f),
+                                         _mm512_set1_ps(1e-3f));
+  for (int64_t i = 0; i < iters; ++i) {
+    a0 = _mm512_dpbf16_ps(a0, b, c); a1 = _mm512_dpbf16_ps(a1, b, c);
+    a2 = _mm512_dpbf16_ps(a2, b, c); a3 = _mm512_dpbf16_ps(a3, b, c);
+    a4 = _mm512_dpbf16_ps(a4, b, c); a5 = _mm512_dpbf16_ps(a5, b, c);
+    a6 = _mm512_dpbf16_ps(a6, b, c); a7 = _mm512_dpbf16_ps(a7, b, c);
+    a8 = _mm512_dpbf16_ps(a8, b, c); a9 = _mm512_dpbf16_ps(a9, b, c);
+    a10 = _mm512_dpbf16_ps(a10, b, c); a11 = _mm512_dpbf16_ps(a11, b, c);
+    __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4),
+                     "+v"(a5), "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9),
+                     "+v"(a10), "+v"(a11));
+  }
+  const __m512 sum = _mm512_add_ps(
+      _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                    _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7))),
+      _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
+  alignas(64) float out[16];
+  _mm512_store_ps(out, sum);
+  return out[0];
+}
+
 // The best of `reps` seconds of fn(t) run on threads t = 0 … threads − 1 at
 // once (one chunk each), its results kept so that none is dead.
 double BestSecondsOnThreads(int threads, int reps, ThreadPool* pool,
@@ -198,6 +236,15 @@ double FmaRatePerThread(int threads, int reps, ThreadPool* pool) {
       });
   const double flops_per_iter = 12.0 * 2 * (avx512 ? 16 : 8);
   return kIters * flops_per_iter / s / 1e9;
+}
+
+// GFLOP/s of the VDPBF16PS chains on `threads` threads at once, per
+// thread (needs MatMulBf16DotSupported()).
+double Bf16DotRatePerThread(int threads, int reps, ThreadPool* pool) {
+  constexpr int64_t kIters = 4'000'000;
+  const double s = BestSecondsOnThreads(
+      threads, reps, pool, [](int64_t) { return Bf16DotChains(kIters); });
+  return kIters * 12.0 * 64 / s / 1e9;
 }
 
 // ---- (b) DRAM read bandwidth ----------------------------------------------
@@ -307,7 +354,20 @@ int RooflineCeilings(const Flags& flags, ThreadPool& pool_n) {
   std::printf("  fma chains (all threads)     %8.1f GFLOP/s\n", peak);
   std::printf("  read %lld bytes (all threads) %8.2f GB/s\n",
               static_cast<long long>(flags.read_bytes), read);
-  std::printf("{\"peak_gflops\": %.3f, \"read_gbps\": %.3f}\n", peak, read);
+  if (!MatMulBf16DotSupported()) {
+    std::printf("{\"peak_gflops\": %.3f, \"read_gbps\": %.3f}\n", peak,
+                read);
+    return 0;
+  }
+  // The bf16 products' ceiling, for runs with --cpu-matmul bf16.
+  const double bf16_peak =
+      flags.threads *
+      Bf16DotRatePerThread(flags.threads, flags.reps, &pool_n);
+  std::printf("  bf16 dot chains (all threads) %8.1f GFLOP/s\n", bf16_peak);
+  std::printf(
+      "{\"peak_gflops\": %.3f, \"read_gbps\": %.3f, "
+      "\"bf16_peak_gflops\": %.3f}\n",
+      peak, read, bf16_peak);
   return 0;
 }
 
@@ -396,6 +456,15 @@ int Main(const Flags& flags) {
         std::printf("  fma chains          %d thr  %8.1f\n", threads,
                     FmaRatePerThread(threads, flags.reps,
                                      threads == 1 ? &pool1 : &pool_n));
+      }
+    }
+    if (MatMulBf16DotSupported()) {
+      std::printf("(a) the bf16 dot rate: 12 independent VDPBF16PS chains a "
+                  "thread (GFLOP/s a thread)\n");
+      for (int threads : {1, flags.threads}) {
+        std::printf("  bf16 dot chains     %d thr  %8.1f\n", threads,
+                    Bf16DotRatePerThread(threads, flags.reps,
+                                         threads == 1 ? &pool1 : &pool_n));
       }
     }
     const int64_t g = flags.gemm_n;

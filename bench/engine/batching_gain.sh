@@ -27,7 +27,8 @@
 # measured (a slow moment lowers a probe; the best is what the machine did
 # in this run): each load's roofline (the tokens/s its steps allow), the
 # fraction of it reached, and the ceiling gain, the gain the two rooflines
-# allow (design.md §8). NO_ROOFLINE=1 leaves the probe out.
+# allow (design.md §8). NO_ROOFLINE=1 leaves the probe out. With
+# `-- --cpu-matmul bf16` the FLOP ceiling is the probe's VDPBF16PS rate.
 # MODEL=DIR runs another model directory instead of the default one (the
 # read probe then reads that model's weight bytes: for a model larger than
 # the caches, memory's rate), e.g. MODEL=build/bench-models/mid-size
@@ -102,6 +103,12 @@ one_run() {  # label binary concurrency round [extra bench flags]
   fi
   echo "$label $c $r $(echo "$json" | tr -d '\n')" >> "$runs"
 }
+# A run with bf16 products (--cpu-matmul bf16) takes its FLOPs at the
+# probe's VDPBF16PS rate instead of the f32 fma rate: the products are
+# almost all of a step's FLOPs, and a faster rate for the rest (attention,
+# the delta rule) only lowers the floor, so the roofline stays a bound.
+products=f32
+case " $* " in *" --cpu-matmul bf16 "*|*" --cpu-matmul=bf16 "*) products=bf16 ;; esac
 loads="1 1w 8 32"
 case " $* " in *" --warmup"*) loads="1 8 32" ;; esac
 for r in $(seq "$rounds"); do
@@ -119,7 +126,7 @@ for r in $(seq "$rounds"); do
   done
 done
 
-python3 - "$runs" "$ceilings" <<'EOF'
+python3 - "$runs" "$ceilings" "$products" <<'EOF'
 import json, statistics, sys
 rows = []
 for line in open(sys.argv[1]):
@@ -153,13 +160,18 @@ for label in labels:
     probes = [json.loads(line) for line in open(sys.argv[2])]
     if not probes or not any("step_work" in d for l, _, _, d in rows if l == label):
         continue
-    peak = 1e9 * max(p["peak_gflops"] for p in probes)
+    peak_key, peak_name = "peak_gflops", "FMA"
+    if sys.argv[3] == "bf16":
+        if not all("bf16_peak_gflops" in p for p in probes):
+            sys.exit("--cpu-matmul bf16, but the probe measured no VDPBF16PS rate")
+        peak_key, peak_name = "bf16_peak_gflops", "VDPBF16PS"
+    peak = 1e9 * max(p[peak_key] for p in probes)
     read = 1e9 * max(p["read_gbps"] for p in probes)
     def ceiling_tps(d):  # generated tokens over the steps' summed floors
         return d["generated_tokens"] / sum(max(f / peak, b / read)
                                            for f, b in d["step_work"])
-    print(f"  roofline, at the best ceilings of {len(probes)} probes: FMA {peak / 1e9:.1f} GFLOP/s "
-          f"(probes {min(p['peak_gflops'] for p in probes):.1f}–{max(p['peak_gflops'] for p in probes):.1f}), "
+    print(f"  roofline, at the best ceilings of {len(probes)} probes: {peak_name} {peak / 1e9:.1f} GFLOP/s "
+          f"(probes {min(p[peak_key] for p in probes):.1f}–{max(p[peak_key] for p in probes):.1f}), "
           f"read of {rows[0][3]['weight_bytes']} weight bytes {read / 1e9:.2f} GB/s "
           f"(probes {min(p['read_gbps'] for p in probes):.2f}–{max(p['read_gbps'] for p in probes):.2f})")
     roof = {}
