@@ -449,23 +449,23 @@ int Main(const Flags& flags) {
   double bf16_peak = 0;  // 0: no AVX512_BF16
   if (want('a')) {
     Rule();
-    if (HasFmaProbe()) {
-      std::printf("(a) the FMA rate: 12 independent fma chains a thread "
-                  "(GFLOP/s a thread)\n");
+    // A chain probe's rate on one thread and on all at once.
+    const auto chain_rates = [&](const char* title, const char* label,
+                                 double (*rate)(int, int, ThreadPool*)) {
+      std::printf("(a) %s (GFLOP/s a thread)\n", title);
       for (int threads : {1, flags.threads}) {
-        std::printf("  fma chains          %d thr  %8.1f\n", threads,
-                    FmaRatePerThread(threads, flags.reps,
-                                     threads == 1 ? &pool1 : &pool_n));
+        std::printf("  %-19s %d thr  %8.1f\n", label, threads,
+                    rate(threads, flags.reps, threads == 1 ? &pool1 : &pool_n));
       }
+    };
+    if (HasFmaProbe()) {
+      chain_rates("the FMA rate: 12 independent fma chains a thread",
+                  "fma chains", &FmaRatePerThread);
     }
     if (MatMulBf16DotSupported()) {
-      std::printf("(a) the bf16 dot rate: 12 independent VDPBF16PS chains a "
-                  "thread (GFLOP/s a thread)\n");
-      for (int threads : {1, flags.threads}) {
-        std::printf("  bf16 dot chains     %d thr  %8.1f\n", threads,
-                    Bf16DotRatePerThread(threads, flags.reps,
-                                         threads == 1 ? &pool1 : &pool_n));
-      }
+      chain_rates(
+          "the bf16 dot rate: 12 independent VDPBF16PS chains a thread",
+          "bf16 dot chains", &Bf16DotRatePerThread);
     }
     const int64_t g = flags.gemm_n;
     std::printf("(a) f32 GEMM %ld x %ld x %ld (GFLOP/s)\n",
