@@ -170,9 +170,9 @@ __attribute__((target("avx2,fma"))) float FmaChainsAvx2(int64_t iters) {
 // products (MatMulPrecision::kBF16): 12 independent chains, each
 // instruction 16 lanes × 2 bf16 products summed into f32 (64 FLOPs). The
 // ceiling of a bf16 product; CPUs differ in what it costs against an f32
-// fma (Zen 4: the same rate, so twice the FLOPs; the Intel VM of session
-// 10: a quarter of it). The values stay finite: the chains add 1e-7-sized
-// products to 1.
+// fma (Zen 4: the same rate, so twice the FLOPs; Zen 5: 1.8–1.9× the f32
+// FLOPs; the Intel VM of session 10: a quarter of its rate). The values
+// stay finite: the chains add 1e-7-sized products to 1.
 __attribute__((target("avx512f,avx512bf16"))) float Bf16DotChains(
     int64_t iters) {
   __m512 a0 = _mm512_set1_ps(1.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0,
