@@ -8,6 +8,7 @@
 //   delta_rule_bench [--tokens T] [--sequences S] [--key-heads HK]
 //                    [--value-heads HV] [--key-dim DK] [--value-dim DV]
 //                    [--chunk C] [--rounds R] [--max-log-decay D]
+//                    [--isa auto|scalar|avx2|avx512]
 // Defaults: the default model's GDN shape (HK 4, HV 8, DK = DV = 32),
 // T = 32, S = 16 (the engine's 512-token prefill step), C = 64, R = 9,
 // D = 1 (log decays in (−D, 0]: a chunk's decays e^(G_i − G_j) reach
@@ -19,10 +20,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "engine/backend/cpu/delta_rule.h"
+#include "engine/backend/cpu/matmul.h"
 #include "engine/base/cli.h"
 #include "engine/base/status_macros.h"
 #include "tests/engine/backend/delta_rule_inputs.h"
@@ -37,7 +41,7 @@ absl::Status Run(int argc, char** argv) {
                    CliArgs::Parse(argc, argv,
                                   {"tokens", "sequences", "key-heads",
                                    "value-heads", "key-dim", "value-dim",
-                                   "chunk", "rounds", "max-log-decay"},
+                                   "chunk", "rounds", "max-log-decay", "isa"},
                                   {}));
   reference::DeltaRuleDims dims;
   ASSIGN_OR_RETURN(dims.num_tokens, args.GetInt("tokens", 32, 1, 1 << 16));
@@ -52,6 +56,27 @@ absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(const int64_t rounds, args.GetInt("rounds", 9, 1, 1000));
   ASSIGN_OR_RETURN(const int64_t max_log_decay,
                    args.GetInt("max-log-decay", 1, 0, 1000));
+  // The instruction-set path (MatMulIsaName: auto, scalar, avx2, avx512),
+  // so that one machine can time the paths of others (an AVX-512 CPU runs
+  // the AVX2 path too).
+  const std::string isa_name = args.GetOr("isa", "auto");
+  MatMulIsa isa = MatMulIsa::kAuto;
+  bool isa_known = false;
+  for (MatMulIsa i : {MatMulIsa::kAuto, MatMulIsa::kScalar, MatMulIsa::kAvx2,
+                      MatMulIsa::kAvx512}) {
+    if (isa_name == MatMulIsaName(i)) {
+      isa = i;
+      isa_known = true;
+    }
+  }
+  if (!isa_known) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--isa takes auto, scalar, avx2 or avx512, got '", isa_name, "'"));
+  }
+  if (!MatMulIsaSupported(isa)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--isa ", isa_name, ": this CPU does not run it"));
+  }
   if (dims.num_value_heads % dims.num_key_heads != 0) {
     return absl::InvalidArgumentError(
         "--value-heads must be a multiple of --key-heads");
@@ -93,7 +118,7 @@ absl::Status Run(int argc, char** argv) {
       call.out = out[form][static_cast<size_t>(s)].data();
       call.recurrent = form == 1;
       const auto start = Clock::now();
-      GatedDeltaRule(call, /*pool=*/nullptr);
+      GatedDeltaRule(call, /*pool=*/nullptr, isa);
       seconds += std::chrono::duration<double>(Clock::now() - start).count();
     }
     return seconds;
@@ -117,14 +142,14 @@ absl::Status Run(int argc, char** argv) {
       static_cast<double>(sequences * dims.num_tokens * dims.num_value_heads);
   std::printf(
       "%lld sequences x %lld tokens, heads %lld/%lld, dk %lld, dv %lld, "
-      "chunk %lld, one thread, best of %lld\n",
+      "chunk %lld, one thread, %s path, best of %lld\n",
       static_cast<long long>(sequences),
       static_cast<long long>(dims.num_tokens),
       static_cast<long long>(dims.num_key_heads),
       static_cast<long long>(dims.num_value_heads),
       static_cast<long long>(dims.key_dim),
       static_cast<long long>(dims.value_dim), static_cast<long long>(chunk),
-      static_cast<long long>(rounds));
+      isa_name.c_str(), static_cast<long long>(rounds));
   std::printf("chunked:   %9.1f ns per token-head (%.3f ms)\n",
               best[0] / head_tokens * 1e9, best[0] * 1e3);
   std::printf("recurrent: %9.1f ns per token-head (%.3f ms)\n",

@@ -725,18 +725,22 @@ const char* MatMulIsaName(MatMulIsa isa) {
 }
 
 bool MatMulIsaSupported(MatMulIsa isa) {
+  // Read once: HasF16c executes CPUID, which a virtual machine traps (~1 µs
+  // a call on the Zen 5 VM of session 20), and every op given an explicit
+  // path resolves it (ResolveMatMulIsa).
+  static const bool avx2 = __builtin_cpu_supports("avx2") &&
+                           __builtin_cpu_supports("fma") && HasF16c();
+  static const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
+                             __builtin_cpu_supports("avx512bw") &&
+                             __builtin_cpu_supports("avx512vl");
   switch (isa) {
     case MatMulIsa::kAuto:
     case MatMulIsa::kScalar:
       return true;
     case MatMulIsa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             HasF16c();
+      return avx2;
     case MatMulIsa::kAvx512:
-      return __builtin_cpu_supports("avx512f") &&
-             __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vl") &&
-             MatMulIsaSupported(MatMulIsa::kAvx2);
+      return avx512;
   }
   return false;
 }
