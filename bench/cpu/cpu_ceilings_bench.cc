@@ -128,20 +128,21 @@ std::vector<std::vector<uint16_t>> CopiesBeyondL3(int64_t out, int64_t in,
 
 // ---- (a) the FMA rate --------------------------------------------------------
 
-// `iters` rounds of 12 independent fma chains (more than latency × ports),
-// kept in registers (the asm barrier stops the compiler from folding them):
-// what a core's FMA units reach with nothing else in the way, the ceiling of
-// any f32 product. Returns a value of the chains, so that none is dead. One
-// body for both vector widths: V is __m512 or __m256.
-#define TRIB_FMA_CHAINS(V, SET1, FMADD, ADD, STORE, LANES)                   \
+// `iters` rounds of 12 independent chains a = STEP(a, b, c), kept in
+// registers (the asm barrier stops the compiler from folding them): what a
+// core's units reach with nothing else in the way. Returns a value of the
+// chains, so that none is dead. One body for every probe: V is the chains'
+// vector type (__m512 or __m256), OP makes the operands b and c (of 0.999999
+// and 1e-7, so that the chains stay finite) from a float.
+#define TRIB_CHAINS(V, SET1, OP, STEP, ADD, STORE, LANES)                    \
   V a0 = SET1(1.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,   \
     a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;                           \
-  const V b = SET1(0.999999f), c = SET1(1e-7f);                              \
+  const auto b = OP(0.999999f), c = OP(1e-7f);                               \
   for (int64_t i = 0; i < iters; ++i) {                                      \
-    a0 = FMADD(a0, b, c); a1 = FMADD(a1, b, c); a2 = FMADD(a2, b, c);        \
-    a3 = FMADD(a3, b, c); a4 = FMADD(a4, b, c); a5 = FMADD(a5, b, c);        \
-    a6 = FMADD(a6, b, c); a7 = FMADD(a7, b, c); a8 = FMADD(a8, b, c);        \
-    a9 = FMADD(a9, b, c); a10 = FMADD(a10, b, c); a11 = FMADD(a11, b, c);    \
+    a0 = STEP(a0, b, c); a1 = STEP(a1, b, c); a2 = STEP(a2, b, c);           \
+    a3 = STEP(a3, b, c); a4 = STEP(a4, b, c); a5 = STEP(a5, b, c);           \
+    a6 = STEP(a6, b, c); a7 = STEP(a7, b, c); a8 = STEP(a8, b, c);           \
+    a9 = STEP(a9, b, c); a10 = STEP(a10, b, c); a11 = STEP(a11, b, c);       \
     __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4),  \
                      "+v"(a5), "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9),       \
                      "+v"(a10), "+v"(a11));                                  \
@@ -154,52 +155,33 @@ std::vector<std::vector<uint16_t>> CopiesBeyondL3(int64_t out, int64_t in,
   STORE(out, sum);                                                           \
   return out[0];
 
+// The FMA rate: a = a·b + c, the ceiling of any f32 product.
 __attribute__((target("avx512f"))) float FmaChainsAvx512(int64_t iters) {
-  TRIB_FMA_CHAINS(__m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps,
-                  _mm512_store_ps, 16)
+  TRIB_CHAINS(__m512, _mm512_set1_ps, _mm512_set1_ps, _mm512_fmadd_ps,
+              _mm512_add_ps, _mm512_store_ps, 16)
 }
 
 // The same on AVX2 + FMA CPUs (16 ymm registers: the 12 chains, b and c).
 __attribute__((target("avx2,fma"))) float FmaChainsAvx2(int64_t iters) {
-  TRIB_FMA_CHAINS(__m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps,
-                  _mm256_store_ps, 8)
+  TRIB_CHAINS(__m256, _mm256_set1_ps, _mm256_set1_ps, _mm256_fmadd_ps,
+              _mm256_add_ps, _mm256_store_ps, 8)
 }
-#undef TRIB_FMA_CHAINS
 
-// The same for AVX-512 BF16's VDPBF16PS, the instruction of the bf16
-// products (MatMulPrecision::kBF16): 12 independent chains, each
-// instruction 16 lanes × 2 bf16 products summed into f32 (64 FLOPs). The
-// ceiling of a bf16 product; CPUs differ in what it costs against an f32
-// fma (Zen 4: the same rate, so twice the FLOPs; Zen 5: 1.8–1.9× the f32
-// FLOPs; the Intel VM of session 10: a quarter of its rate). The values
-// stay finite: the chains add 1e-7-sized products to 1.
+// AVX-512 BF16's VDPBF16PS, the instruction of the bf16 products
+// (MatMulPrecision::kBF16): a += b·c over 16 lanes × 2 bf16 pairs (64
+// FLOPs an instruction), the ceiling of a bf16 product. CPUs differ in what
+// it costs against an f32 fma (Zen 4: the same rate, so twice the FLOPs;
+// Zen 5: 1.8–1.9× the f32 FLOPs; the Intel VM of session 10: a quarter of
+// its rate).
+#define TRIB_BF16_PAIRS(x) \
+  _mm512_cvtne2ps_pbh(_mm512_set1_ps(x), _mm512_set1_ps(x))
 __attribute__((target("avx512f,avx512bf16"))) float Bf16DotChains(
     int64_t iters) {
-  __m512 a0 = _mm512_set1_ps(1.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0,
-         a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;
-  const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-4f),
-                                         _mm512_set1_ps(1e-4f));
-  const __m512bh c = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f),
-                                         _mm512_set1_ps(1e-3f));
-  for (int64_t i = 0; i < iters; ++i) {
-    a0 = _mm512_dpbf16_ps(a0, b, c); a1 = _mm512_dpbf16_ps(a1, b, c);
-    a2 = _mm512_dpbf16_ps(a2, b, c); a3 = _mm512_dpbf16_ps(a3, b, c);
-    a4 = _mm512_dpbf16_ps(a4, b, c); a5 = _mm512_dpbf16_ps(a5, b, c);
-    a6 = _mm512_dpbf16_ps(a6, b, c); a7 = _mm512_dpbf16_ps(a7, b, c);
-    a8 = _mm512_dpbf16_ps(a8, b, c); a9 = _mm512_dpbf16_ps(a9, b, c);
-    a10 = _mm512_dpbf16_ps(a10, b, c); a11 = _mm512_dpbf16_ps(a11, b, c);
-    __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4),
-                     "+v"(a5), "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9),
-                     "+v"(a10), "+v"(a11));
-  }
-  const __m512 sum = _mm512_add_ps(
-      _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-                    _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7))),
-      _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
-  alignas(64) float out[16];
-  _mm512_store_ps(out, sum);
-  return out[0];
+  TRIB_CHAINS(__m512, _mm512_set1_ps, TRIB_BF16_PAIRS, _mm512_dpbf16_ps,
+              _mm512_add_ps, _mm512_store_ps, 16)
 }
+#undef TRIB_BF16_PAIRS
+#undef TRIB_CHAINS
 
 // The best of `reps` seconds of fn(t) run on threads t = 0 … threads − 1 at
 // once (one chunk each), its results kept so that none is dead.

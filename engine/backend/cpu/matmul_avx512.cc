@@ -2,9 +2,9 @@
 // zmm accumulator per (token, weight row), up to 6 tokens × 4 rows (prefill)
 // or 1–2 tokens × 8 rows (decode) per tile; the bf16 products' pair chains
 // on VDPBF16PS (AVX512_BF16) over weights packed as bf16 pairs, m tokens ×
-// kGroupsBf16[m] groups of 16 rows per tile (1 × 4, 2 × 10 … 8 × 3); and the f32
-// products' fma chains over the same packed weights, m tokens ×
-// kGroupsF32Pairs[m] groups (1 × 4, then as the bf16 products).
+// kGroupsBf16[m] groups of 16 rows per tile (1 × 4, 2 × 10 … 8 × 3); and
+// the f32 products' fma chains over the same packed weights in the same
+// tile shapes (kGroupsF32Pairs).
 //
 // This file is compiled with the project's baseline flags; only the functions
 // marked TRIBUTARY_AVX512 use AVX-512 (target attribute), so no inline
@@ -289,10 +289,10 @@ constexpr int kMrBf16 = 8;
 // zmm registers; 8 × 3 and 4 × 6 ran at the same rate (one core, 768 × 256,
 // T = 32: 222 GFLOP/s, against 165 for the lane-tree layout it replaced).
 // One token takes 4 groups, not 12, as the f32 products' one-token tile
-// does: batch-1 decode streams the weights, and on the Zen 5 VM (session
-// 20) 4 groups ran the mid-size model's C = 1 (weights from DRAM) 1.10–1.23×
-// as fast in three alternated pairs, and the default model's (from L3)
-// 1.03× (10 pairs, all at 1.00 or more).
+// did first (kGroupsF32Pairs): batch-1 decode streams the weights, and on
+// the Zen 5 VM (session 20) 4 groups ran the mid-size model's C = 1
+// (weights from DRAM) 1.10–1.23× as fast in three alternated pairs, and
+// the default model's (from L3) 1.03× (10 pairs, all at 1.00 or more).
 constexpr int kGroupsBf16[kMaxTileTokensBf16 + 1] = {0, 4, 10, 7, 6,
                                                      5, 4,  3,  3};
 
@@ -502,13 +502,13 @@ TRIBUTARY_AVX512 void WidenPairsAvx512(const uint16_t* group, int64_t pairs,
   }
 }
 
-// Groups a tile: the bf16 products' shapes (one token: 4 groups, not 12,
-// here first). Decode of one token streams the weights from memory, and
-// fewer streams at a time kept up with memory better on an Intel core: the
-// mid-size model's batch-1 step, best of 32, three rounds alternated, 12
-// groups 14.2–14.9 ms, 8 13.4–14.2, 4 12.2–14.1, against 13.6–13.9 for the
-// stored rows' 16-lane tiles.
-constexpr int kGroupsF32Pairs[kMrBf16 + 1] = {0, 4, 10, 7, 6, 5, 4, 3, 3};
+// Groups a tile: the bf16 products' shapes (kGroupsBf16). One token's 4
+// groups were first chosen here: decode of one token streams the weights
+// from memory, and fewer streams at a time kept up with memory better on an
+// Intel core: the mid-size model's batch-1 step, best of 32, three rounds
+// alternated, 12 groups 14.2–14.9 ms, 8 13.4–14.2, 4 12.2–14.1, against
+// 13.6–13.9 for the stored rows' 16-lane tiles.
+constexpr const int* kGroupsF32Pairs = kGroupsBf16;
 
 // The f32 tiles on bf16 pairs (W = uint16_t) or on widened slices
 // (W = float), and their dispatcher (F32PairKernels::tile and wide_tile).
