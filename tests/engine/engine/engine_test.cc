@@ -276,9 +276,15 @@ TEST(EngineTest, BatchInvarianceEndToEnd) {
   }
   for (int64_t num_blocks : {64, 8}) {
     SCOPED_TRACE(num_blocks);
+    // Every request waits for the first step (on a loaded machine the
+    // first could otherwise run alone for a while), so that they share
+    // steps and, on 8 blocks, preempt each other: the checks below count
+    // on both.
+    testing_util::StartGate gate;
     EngineOptions options = SmallEngineOptions(num_blocks, 4);
     options.scheduler.max_tokens_per_step = 24;  // chunked prefills
     options.residual_stats = true;
+    options.fault_hook = gate.Hook();
     CountingObserver observer;
     options.observer = &observer;
     auto engine = Engine::Create(options);
@@ -289,6 +295,7 @@ TEST(EngineTest, BatchInvarianceEndToEnd) {
       ASSERT_TRUE((*engine)->Submit(Greedy(Encode(p), kMaxNew), sink).ok());
       sinks.push_back(sink);
     }
+    gate.Open();
     for (size_t i = 0; i < sinks.size(); ++i) {
       ASSERT_TRUE(sinks[i]->WaitFinal(kTimeout));
       EXPECT_EQ(sinks[i]->token_ids(), alone[i]) << "request " << i;
