@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The device check of the CUDA backend (issue 7), in two halves:
+# The device check of the CUDA backend, in two halves:
 #
 #   bench/device_check.sh prepare [BUILD_DIR]
 #       Here (Debian 12 with the CUDA toolkit, no GPU needed): builds the gpu
@@ -16,7 +16,7 @@
 #       Runs the gpu tests, then tributary-gpu-bench (the device's copy
 #       bandwidth and bf16 matmul rate, and the synthetic 27B model's prefill
 #       and decode at batch 1, 8, 32 and 64 against them, each beside the
-#       straightforward kernels of issue 7), writes logs to $OUT and prints
+#       straightforward kernels), writes logs to $OUT and prints
 #       one table last. Every stage has its own timeout (40 + 90 + 20 + 150
 #       s: at most 5 minutes in all); a stage that fails, times out or skips its tests
 #       (no device seen) makes the script exit 1.

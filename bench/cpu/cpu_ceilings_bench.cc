@@ -170,9 +170,9 @@ __attribute__((target("avx2,fma"))) float FmaChainsAvx2(int64_t iters) {
 // AVX-512 BF16's VDPBF16PS, the instruction of the bf16 products
 // (MatMulPrecision::kBF16): a += b·c over 16 lanes × 2 bf16 pairs (64
 // FLOPs an instruction), the ceiling of a bf16 product. CPUs differ in what
-// it costs against an f32 fma (Zen 4: the same rate, so twice the FLOPs;
-// Zen 5: 1.8–1.9× the f32 FLOPs; the Intel VM of session 10: a quarter of
-// its rate).
+// it costs against an f32 fma (a double-pumped AVX-512 core: the same rate,
+// so twice the FLOPs; a full-width AVX-512 core: 1.8–1.9× the f32 FLOPs;
+// another AVX-512 VM: a quarter of its rate).
 #define TRIB_BF16_PAIRS(x) \
   _mm512_cvtne2ps_pbh(_mm512_set1_ps(x), _mm512_set1_ps(x))
 __attribute__((target("avx512f,avx512bf16"))) float Bf16DotChains(

@@ -7,12 +7,12 @@
 // and the best step (the machine is shared: the best is the least
 // disturbed). With --prefill, each timed step is instead one prefill of
 // all B sequences' P-token prompts from position 0 (B · P tokens; the
-// engine's prefill steps of issue 5's command are --batch 16 --prompt 32,
-// its 512-token step budget), each slot reset first, as the engine does
-// (outside the timing). A step of several sequences runs in parts, one per
-// thread (Backend::StepParts), whose ops are timed only as their whole;
-// --one-piece runs every step in one piece, op by op on all the threads,
-// for the breakdown (and the comparison).
+// engine's prefill steps of bench/engine/batching_gain.sh's load are
+// --batch 16 --prompt 32, its 512-token step budget), each slot reset
+// first, as the engine does (outside the timing). A step of several
+// sequences runs in parts, one per thread (Backend::StepParts), whose ops
+// are timed only as their whole; --one-piece runs every step in one piece,
+// op by op on all the threads, for the breakdown (and the comparison).
 //   step_ops_bench [--model DIR] [--batch B] [--prompt P] [--steps N]
 //                  [--threads T] [--cpu-matmul f32|bf16] [--prefill]
 //                  [--one-piece]

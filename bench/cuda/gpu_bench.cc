@@ -19,7 +19,7 @@
 //    the measured bandwidth), and where a step's time goes (three more
 //    steps with every op synchronized and timed; --json has every op).
 // 3. Peer runs, side by side: the prefill again on the straightforward
-//    kernels of issue 7 (CudaBackend::set_straightforward_kernels); every
+//    kernels (CudaBackend::set_straightforward_kernels); every
 //    decode step interleaved with one without CUDA graphs and one on the
 //    straightforward kernels without graphs, same model, same shapes: what
 //    the graphs and what the fast kernels gain; and one with programmatic

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 5's batching gain, measured the way a noisy shared machine allows:
+# The batching gain, measured the way a noisy shared machine allows:
 # generated tokens/s of `tributary-bench` at concurrency 1, 8 and 32 on the
 # default model (64 requests, 32 prompt tokens, 64 generated, greedy), the
 # concurrencies interleaved round by round, and the gain (32 against 1)
@@ -8,10 +8,10 @@
 # concurrency the median tok/s, the mean batch, the engine loop's share of
 # a step (time outside the forward pass), and the median gain.
 # C = 1 is measured twice a round: after its default warm-up (one request:
-# "1"), and after a warm-up of 32 requests at once ("1w"). On the Intel VM a
-# batch-1 step ran ~20 % faster after both cores had read the shared cache
-# hard at once (a state of the machine that falls after ~100 ms idle;
-# bench/README.md, sessions 14 and 15); since batch-1 products run on both
+# "1"), and after a warm-up of 32 requests at once ("1w"). On a 2-core
+# AVX-512 VM a batch-1 step ran ~20 % faster after both cores had read the
+# shared cache hard at once (a state of the machine that falls after ~100 ms
+# idle; bench/README.md); since batch-1 products run on both
 # cores the two are 7–17 % apart, and the gain is reported against both.
 # Extra flags that set --warmup themselves leave "1w" out.
 #   bench/engine/batching_gain.sh [BUILD_DIR [ROUNDS]] [-- tributary-bench flags]
@@ -33,8 +33,8 @@
 # read probe then reads that model's weight bytes: for a model larger than
 # the caches, memory's rate), e.g. MODEL=build/bench-models/mid-size
 # (`tributary-synth --preset mid-size --out build/bench-models/mid-size`):
-# issue 5's goal is on the default model; this shows the engine's gain where
-# batch-1 decode streams its weights from memory.
+# the gain's goal (6x) is on the default model; this shows the engine's
+# gain where batch-1 decode streams its weights from memory.
 # With OLD_BENCH=path/to/another/tributary-bench, every run is paired with
 # the same run of that binary (which goes first alternates by round), and
 # the report adds the median new / old ratio per concurrency: an A/B of two

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The gRPC service's overhead on the default model (issue 6), with the
+# The gRPC service's overhead on the default model, with the
 # engine's compute kept apart from everything else:
 #   - tributary-server runs with one compute thread (--threads 1), the
 #     engine thread pinned to core 0 (--engine-cpus 0), and its other

@@ -33,11 +33,11 @@
 // time the KV blocks, state slots and step buffers of that many sequences
 // (a 32-wide first wave of the default model: ~3,700 page faults, its two
 // 512-token prefill steps up to ~50 % slower), a cost of the process's first
-// such burst, not of serving that load; --warmup 1 keeps it in. (On the
-// Intel VM a batch-1 step also runs 7–17 % faster while the machine is in
-// the state that both cores reading its shared cache at once raise, which
-// a 32-wide warm-up does and idling ~100 ms undoes: bench/README.md,
-// sessions 14 and 15.)
+// such burst, not of serving that load; --warmup 1 keeps it in. (On a
+// 2-core AVX-512 VM a batch-1 step also runs 7–17 % faster while the
+// machine is in the state that both cores reading its shared cache at once
+// raise, which a 32-wide warm-up does and idling ~100 ms undoes:
+// bench/README.md.)
 // --cpu-matmul bf16 rounds the CPU matmuls' inputs to bf16
 // (CpuBackendOptions::matmul_precision).
 // --cpu-one-piece runs every CPU step in one piece, each op on all the

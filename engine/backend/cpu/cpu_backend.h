@@ -45,8 +45,8 @@ struct CpuBackendOptions {
   // parts (weights in the shared cache; from memory, 64). Below it each
   // part reads every weight for too few tokens, and the step in one piece,
   // whose products split the weights between the threads, is faster: on
-  // the Intel VM, 2 threads, decode at 2 and 4 sequences ran 20 % and 8 %
-  // faster in one piece (bench/README.md, session 16). At least 1.
+  // a 2-core AVX-512 VM, 2 threads, decode at 2 and 4 sequences ran 20 % and
+  // 8 % faster in one piece (bench/README.md). At least 1.
   int64_t min_part_tokens = 4;
   // A step runs in n parts only while its largest part (BatchLayout::
   // PartBegins) holds at most this many times its share of the tokens,

@@ -77,7 +77,7 @@ bool DeltaRuleTakesRecurrentForm(DeltaRuleForm form, int64_t num_tokens,
   // state stays in L1 this costs less than the chunked form's extra
   // products (its Gram matrices and substitution), and a token or two never
   // amortise them. bench/cpu/delta_rule_bench, one thread, chunked /
-  // recurrent time, 2-core Xeon VM (48 KiB L1), T = 1 … 512 tokens:
+  // recurrent time, a 2-core AVX-512 VM (48 KiB L1), T = 1 … 512 tokens:
   //   dk = dv = 32 (4 KiB a head, the default model): 1.8–4.0;
   //   dk = dv = 64 (16 KiB): 1.15–1.5;
   //   dk = dv = 128 (64 KiB, the 27B): 2.7 at T = 1, 1.9 at 2, 1.1 at 4,

@@ -3,11 +3,11 @@
 // FTZ and DAZ bits), restored after.
 //
 // Why: x86 cores take a microcode assist for arithmetic on or producing a
-// subnormal number (on the Intel VMs these figures come from, the kernels
-// below ran 14–16× slower; AMD's cores are said to pay less). Kernels whose
-// values decay exponentially meet them in bulk: the chunked delta rule's
-// decays e^(G_i − G_j) fall below 2^−126 when a head forgets fast, and the
-// products that use them run ~16× slower (bench/cpu/delta_rule_bench
+// subnormal number (on the AVX-512 VMs these figures come from, the kernels
+// below ran 14–16× slower; some other cores are said to pay less). Kernels
+// whose values decay exponentially meet them in bulk: the chunked delta
+// rule's decays e^(G_i − G_j) fall below 2^−126 when a head forgets fast,
+// and the products that use them run ~16× slower (bench/cpu/delta_rule_bench
 // --max-log-decay 4: 24.7 against 1.5 µs a token and head). Each flushed
 // number is below 2^−126 (1.2e−38) in magnitude, far under the kernels'
 // rounding against the reference. Every ISA path of a kernel runs under the

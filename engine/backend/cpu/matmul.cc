@@ -23,8 +23,8 @@ namespace {
 
 // Prefill packs a block of weight rows, widened to f32, into a per-worker
 // buffer of about this size, then runs every token tile over it: each weight
-// is widened once per call and reused num_tokens times. Tuned for a 1 MiB L2
-// (Zen 4), which must also hold the token tiles streaming through: on
+// is widened once per call and reused num_tokens times. Tuned for a 1 MiB L2,
+// which must also hold the token tiles streaming through: on
 // 2048³, 192 KiB gave 73–80 GFLOP/s on one core, 384 KiB 91, 512 KiB 94; the
 // model's shapes (K = 1024, 2816, T = 512) were the same (~100–108) for all.
 // Products over input segments (below) take half of L2 instead.
@@ -38,20 +38,21 @@ constexpr int64_t kRowsPerUnit = 16;
 // two cores streaming at once are nearly twice as fast as one: with 2^18
 // here the batch-1 down projection (196 k multiply-adds) ran on one thread
 // at 0.125 ms a step, on two at 0.070 ms, and a batch-1 step went from
-// 0.58 to 0.47 ms (bench/README.md, session 15). 2^15 multiply-adds are
+// 0.58 to 0.47 ms (bench/README.md). 2^15 multiply-adds are
 // 64 KiB of bf16 weights, ~3 µs on one core.
 constexpr int64_t kMinParallelMacs = int64_t{1} << 15;
 // Each thread takes one contiguous share of a product's output rows (one
 // chunk a thread; the caller still takes a late worker's share). From 8
-// tokens (compute-bound) the pool's smaller chunks cut the tiles short
-// (session 8). Below, where the product streams its weights, session 8 kept
-// 4 chunks a thread to balance the threads (Zen 4: the mid-size model's
-// batch-1 step 2–7 % slower in whole shares); on the Intel VM whole shares
-// won there too, since each claimed chunk moves the pool's shared lines
+// tokens (compute-bound) the pool's smaller chunks cut the tiles short.
+// Below, where the product streams its weights, 4 chunks a thread were kept
+// at first to balance the threads (on an AVX-512 machine with 1 MiB of L2 a
+// core, the mid-size model's batch-1 step ran 2–7 % slower in whole shares);
+// on a 2-core AVX-512 VM with 2 MiB of L2 a core whole shares won there too,
+// since each claimed chunk moves the pool's shared lines
 // between the cores (an empty ParallelFor: 0.9 µs in 2 chunks, 1.7 µs in
 // 8): batch-1 step, best of 6 alternated, 0.46–0.54 → 0.43–0.47 ms on the
 // default model, 10.4–10.9 → 9.6–10.4 ms on the mid-size one
-// (bench/README.md, session 15).
+// (bench/README.md).
 
 const MatMulKernels& KernelsFor(MatMulIsa isa) {
   switch (isa) {
@@ -83,7 +84,7 @@ int64_t PackStride(int64_t in_features) {
 }
 
 // The data caches of one core, in bytes (sysconf; where the system does not
-// say, Zen 4's 32 KiB and 1 MiB). Clamped to what cores have (16–128 KiB,
+// say, 32 KiB and 1 MiB). Clamped to what cores have (16–128 KiB,
 // 256 KiB–4 MiB), so that a hypervisor reporting something else (a shared
 // cache as L2) cannot make the scratch buffers huge.
 struct CoreCaches {
@@ -107,8 +108,8 @@ const CoreCaches& Caches() {
 // token tile over (RunGroups): kPackBytes, but at most 3/8 of L2. The second
 // token tile prefetches the next block while this one is read from L2, so
 // two blocks must fit beside the token tiles' x, which two of 384 KiB do
-// not in Zen 3's 512 KiB L2 (192 KiB blocks there). Zen 4's 1 MiB and the
-// Intel VM's 2 MiB keep kPackBytes.
+// not in a 512 KiB L2 (192 KiB blocks there). L2s of 1 MiB and 2 MiB keep
+// kPackBytes.
 int64_t GroupBlockBytes() {
   return std::min<int64_t>(kPackBytes, Caches().l2 * 3 / 8);
 }
@@ -120,7 +121,7 @@ int64_t GroupBlockBytes() {
 // L2 and the tile waits on it. Long rows are therefore cut into segments
 // (K-blocking): each token tile runs every row tile of the block over one
 // segment of its x, each row tile carrying its 16 lanes to the next
-// segment (matmul_kernels.h; the bits are those of one pass). One Intel
+// segment (matmul_kernels.h; the bits are those of one pass). One AVX-512
 // core (48 KiB L1, 2 MiB L2), T = 512, 1024 outputs, against OpenBLAS in the
 // same run: unsegmented, 0.87–0.91 at K <= 1024 but 0.53–0.60 at K = 2048,
 // 2816 and 5120; segments of 512 inputs, 0.77–0.79; of 1024 (x half of L1),
@@ -128,8 +129,8 @@ int64_t GroupBlockBytes() {
 // (segments of 1536 inputs fell to 0.64–0.71). On both cores, 2048³ went
 // from 0.57 to 0.83 of OpenBLAS. A larger block does not pay without
 // segments: 256 outputs × 768 inputs at T = 32 fell from 115 to 74–82
-// GFLOP/s, so unsegmented products keep kPackBytes. (Zen 4's 32 KiB L1
-// gives segments of 672 inputs: not measured there.)
+// GFLOP/s, so unsegmented products keep kPackBytes. (A 32 KiB L1 gives
+// segments of 672 inputs: not measured.)
 struct PrefillBlocking {
   int64_t stride;    // floats between packed rows (PackStride)
   int64_t rows;      // rows of a pack block (a multiple of 8, at least 8)
@@ -343,9 +344,9 @@ constexpr int64_t kWideMinTokenTiles = 12;
 // Up to this many tokens the f32 products on bf16 pairs take the transposed
 // form (RunTransposed), in blocks of up to 16 tokens: each weight read once
 // and widened once a block, instead of 8-token tiles over blocks of groups
-// (each tile widening every weight it reads in registers). Intel VM, 2
-// threads, a decode step in one piece, best of 3–4 alternated runs
-// (step_ops_bench --one-piece; bench/README.md, session 18): the mid-size
+// (each tile widening every weight it reads in registers). A 2-core AVX-512
+// VM (2 MiB L2 a core), 2 threads, a decode step in one piece, best of 3–4
+// alternated runs (step_ops_bench --one-piece; bench/README.md): the mid-size
 // model (weights from memory) at 32 tokens, the step 44.4 → 38.5 ms and its
 // GateUp products 12.5 → 10.2 ms; the default model at 24 and 32 tokens,
 // GateUp 0.618 → 0.602 and 0.835 → 0.776 ms; at 48, 64 and 90 tokens on the
@@ -417,7 +418,7 @@ void RunWideSlices(const F32PairKernels& kern, const Problem& p,
 // continuing its chains from the previous stretch's results in y (exact):
 // the same chains, so the same bits. One block: one thread, a batch-16
 // decode step: the GateUp products 0.766 → 0.716 ms, the LM head 0.166 →
-// 0.151 (bench/README.md, session 15). Two blocks: kTransposedMaxTokens.
+// 0.151 (bench/README.md). Two blocks: kTransposedMaxTokens.
 constexpr int64_t kTransposedPairs = 128;  // 16 KiB of x in all
 
 // The blocks T tokens take in the transposed form, or 0 where it does not
@@ -725,8 +726,8 @@ const char* MatMulIsaName(MatMulIsa isa) {
 }
 
 bool MatMulIsaSupported(MatMulIsa isa) {
-  // Read once: HasF16c executes CPUID, which a virtual machine traps (~1 µs
-  // a call on the Zen 5 VM of session 20), and every op given an explicit
+  // Read once: HasF16c executes CPUID, which a virtual machine may trap
+  // (~1 µs a call where it does), and every op given an explicit
   // path resolves it (ResolveMatMulIsa).
   static const bool avx2 = __builtin_cpu_supports("avx2") &&
                            __builtin_cpu_supports("fma") && HasF16c();

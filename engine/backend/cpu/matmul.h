@@ -29,7 +29,7 @@
 // below; bf16 weights packed as bf16 pairs (WeightLayout::kBf16Pairs, what
 // the backend multiplies) one fma chain per output, as BLAS kernels sum
 // (~3× the 16-lane order's rounding, 3e-8 of Σ|x·w| rms, still below the
-// reference's mul-then-add chain), ~1.2–1.5× faster on one Intel core at
+// reference's mul-then-add chain), ~1.2–1.5× faster on one AVX-512 core at
 // K = 256 (no lane tree, no widening pass).
 //
 // Determinism: y[t, o] depends only on x row t and w row o, through a

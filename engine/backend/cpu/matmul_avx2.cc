@@ -5,7 +5,7 @@
 // And the f32 products on bf16 pairs (one fma chain per output), up to 4
 // tokens × 1 group or 1 × 4, each tile prefetching the next tile's pairs
 // into L2 at the pace it reads its own, as on AVX-512 (without it a batch-1
-// product streamed its weights from L3 at 19 GB/s on one Zen 3 core, with
+// product streamed its weights from L3 at 19 GB/s on one AVX2-only core, with
 // it 31: 768 × 256, 40 copies cycled, best of 8).
 // Same rules as matmul_avx512.cc: only TRIBUTARY_AVX2 functions use AVX2.
 #include <immintrin.h>

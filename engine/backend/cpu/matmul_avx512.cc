@@ -283,14 +283,14 @@ TRIBUTARY_AVX512 void WidenAvx512(const void* src, ElementType type, int64_t n,
 // token's pair, M·N VDPBF16PS; the accumulators are the outputs (no lane
 // tree, a plain store). The weights are multiplied as stored (no widening)
 // and the instruction does twice the multiply-adds of an f32 fma (both 1 per
-// cycle on Zen 4).
+// cycle on a double-pumped AVX-512 core).
 constexpr int kMrBf16 = 8;
 // Accumulators M·N plus N weight registers plus one x register fit the 32
 // zmm registers; 8 × 3 and 4 × 6 ran at the same rate (one core, 768 × 256,
 // T = 32: 222 GFLOP/s, against 165 for the lane-tree layout it replaced).
 // One token takes 4 groups, not 12, as the f32 products' one-token tile
 // did first (kGroupsF32Pairs): batch-1 decode streams the weights, and on
-// the Zen 5 VM (session 20) 4 groups ran the mid-size model's C = 1
+// a full-width AVX-512 VM 4 groups ran the mid-size model's C = 1
 // (weights from DRAM) 1.10–1.23× as fast in three alternated pairs, and
 // the default model's (from L3) 1.03× (10 pairs, all at 1.00 or more).
 constexpr int kGroupsBf16[kMaxTileTokensBf16 + 1] = {0, 4, 10, 7, 6,
@@ -505,7 +505,7 @@ TRIBUTARY_AVX512 void WidenPairsAvx512(const uint16_t* group, int64_t pairs,
 // Groups a tile: the bf16 products' shapes (kGroupsBf16). One token's 4
 // groups were first chosen here: decode of one token streams the weights
 // from memory, and fewer streams at a time kept up with memory better on an
-// Intel core: the mid-size model's batch-1 step, best of 32, three rounds
+// AVX-512 core: the mid-size model's batch-1 step, best of 32, three rounds
 // alternated, 12 groups 14.2–14.9 ms, 8 13.4–14.2, 4 12.2–14.1, against
 // 13.6–13.9 for the stored rows' 16-lane tiles.
 constexpr const int* kGroupsF32Pairs = kGroupsBf16;

@@ -22,7 +22,8 @@
 // on weights packed as bf16 pairs (matmul.h, PackBf16Pairs: 16 rows' pair p
 // side by side in 64 bytes) one AVX-512 BF16 VDPBF16PS of a broadcast x pair
 // advances 16 outputs by one pair, in exactly this order (the odd element
-// first, DAZ and FTZ: measured on Zen 4, matching Intel's pseudo-code).
+// first, DAZ and FTZ: measured on an AVX512_BF16 core, matching Intel's
+// pseudo-code).
 //
 // The f32 products' order on bf16 weights (MatMulPrecision::kF32 on a bf16
 // matrix, packed as bf16 pairs), shared by its three paths: each output
@@ -54,9 +55,9 @@ struct MatMulKernels {
   // `prefetch`, when not null, is the start of the next tile's weights (a
   // contiguous region of nr[m] rows of k elements): the tile prefetches it
   // into L2 at the pace it reads its own rows, so that streaming decode
-  // never waits for the hardware prefetcher to find new rows (measured on
-  // Zen 4: 13 → 20 GB/s on one core for 1024-wide bf16 rows; into L1 instead
-  // it thrashes L1 on long rows). Prefetches never fault.
+  // never waits for the hardware prefetcher to find new rows (measured on an
+  // AVX-512 machine: 13 → 20 GB/s on one core for 1024-wide bf16 rows; into
+  // L1 instead it thrashes L1 on long rows). Prefetches never fault.
   //
   // A dot product may run as consecutive segments of its k inputs (prefill
   // over long rows: K-blocking, so that a token tile's segment of x stays in

@@ -2,8 +2,8 @@
 // at each token's position, the KV write into paged blocks, the two with
 // the split and the q/k norms fused (AttentionInputsKernel), and paged
 // attention in two forms:
-//  - straightforward (issue 7): one warp per query head and token, an online
-//    softmax over the keys one at a time, no score matrix. Every query head
+//  - straightforward: one warp per query head and token, an online softmax
+//    over the keys one at a time, no score matrix. Every query head
 //    reads its keys itself, and one token's keys are walked by one warp.
 //  - split (flash-decoding): a block per (token, KV head, run of keys) serves
 //    every query head of the KV head's group, so each key and value row is

@@ -5,9 +5,9 @@
 // kernel (cuda_kernels.h) checked against the CPU backend by the `gpu`
 // tests. The fast kernels (split and flash attention, the tiled recurrent
 // and the chunked delta rule, the fused GDN decode core and attention
-// inputs, the few-token products, the fused add + norm) run by default; the straightforward ones of issue 7 (and cuBLAS for every
-// product) stay behind straightforward_kernels, the baseline the fast ones
-// are measured against.
+// inputs, the few-token products, the fused add + norm) run by default; the
+// straightforward ones (and cuBLAS for every product) stay behind
+// straightforward_kernels, the baseline the fast ones are measured against.
 //
 // Graph regions (backend.h) become CUDA graphs: the region's launches are
 // recorded with their exact arguments (launch_recorder.h), captured into a

@@ -4,8 +4,8 @@
 // as decode steps), which equals the CPU's chunked form to rounding.
 //
 // The delta rule in two forms, tested against the CPU backend:
-//  - straightforward (issue 7): a warp per state column, its lanes on rows,
-//    so a warp's state loads are 32 rows apart (one 4-byte word per 32-byte
+//  - straightforward: a warp per state column, its lanes on rows, so a
+//    warp's state loads are 32 rows apart (one 4-byte word per 32-byte
 //    sector);
 //  - fast: decode steps (one token after cached ones) by a tiled recurrent
 //    kernel, a block per (sequence, value head, 32 columns), its lanes on

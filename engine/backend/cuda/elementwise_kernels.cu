@@ -1,8 +1,8 @@
 // Row-wise and element-wise kernels: straightforward and correct first (one
 // block per row for the reductions, a grid-stride loop for element-wise
-// work); the fused, vectorised versions are the next issue's. Reductions sum
-// in f32 in a fixed order (lane order within a warp, then warp order), so a
-// row's result does not depend on the rest of the batch.
+// work), with fused versions beside them (ResidualAddRmsNormKernel).
+// Reductions sum in f32 in a fixed order (lane order within a warp, then warp
+// order), so a row's result does not depend on the rest of the batch.
 #include <climits>
 #include <cmath>
 

@@ -1,6 +1,5 @@
 // GemmTuner: the algorithm of a product chosen by measuring it on the
-// device (CudaBackendOptions::tune_gemms, issue 8's "choose GEMM algorithms
-// for the model's shapes").
+// device for the model's shapes (CudaBackendOptions::tune_gemms).
 //
 // cublasGemmEx runs the first algorithm of cuBLASLt's heuristic for a
 // shape. The heuristic ranks by a model of the device, and for the skinny

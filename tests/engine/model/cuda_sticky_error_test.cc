@@ -1,4 +1,4 @@
-// A sticky device error (design.md §7, issue 7): after an illegal address
+// A sticky device error (design.md §7): after an illegal address
 // the CUDA context is unusable, so the backend must fail the step and every
 // later call with UNAVAILABLE (what the engine treats as fatal: it fails all
 // requests and the server exits non-zero for Kubernetes to restart it). Its
