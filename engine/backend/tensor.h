@@ -67,6 +67,22 @@ struct Tensor {
   }
 };
 
+// A view of the same memory with another shape (the same element count).
+inline Tensor AsShape(const Tensor& t, const Shape& shape) {
+  Tensor v = t;
+  v.shape = shape;
+  return v;
+}
+
+// Rows [begin, begin + count) of the outermost dimension, as a view.
+inline Tensor RowsOf(const Tensor& t, int64_t begin, int64_t count) {
+  Tensor v = t;
+  const size_t row_bytes = t.size_bytes() / static_cast<size_t>(t.shape[0]);
+  v.data = static_cast<char*>(t.data) + static_cast<size_t>(begin) * row_bytes;
+  v.shape.dims[0] = count;
+  return v;
+}
+
 }  // namespace tributary
 
 #endif  // TRIBUTARY_ENGINE_BACKEND_TENSOR_H_

@@ -12,26 +12,26 @@
 #include "engine/backend/random_fill.h"
 #include "engine/base/logging.h"
 #include "engine/base/status_macros.h"
-#include "engine/model/hybrid_decoder_step.h"
 
 namespace tributary {
 namespace {
 
-// A view of the same memory with another shape (same element count).
-Tensor View(const Tensor& t, const Shape& shape) {
-  Tensor v = t;
-  v.shape = shape;
-  return v;
-}
-
-// Rows [begin, begin + count) of the outermost dimension.
-Tensor Rows(const Tensor& t, int64_t begin, int64_t count) {
-  Tensor v = t;
-  const size_t row_bytes = t.size_bytes() / t.shape[0];
-  v.data = static_cast<char*>(t.data) + begin * row_bytes;
-  v.shape.dims[0] = count;
-  return v;
-}
+// What each sublayer keeps in the step's scratch buffers
+// (StepActivations::scratch, each [T, widest]): a buffer is reused within a
+// sublayer once what it held is consumed.
+namespace gdn_scratch {
+enum : int { kMixedThenQ, kConvOut, kZ, kBeta, kDecayThenGated, kK, kV, kCore };
+}  // namespace gdn_scratch
+namespace attention_scratch {
+enum : int { kQAndGate, kK, kV, kQ, kGate, kAttended };
+}  // namespace attention_scratch
+namespace mlp_scratch {
+enum : int { kGateThenAct, kUp };
+}  // namespace mlp_scratch
+static_assert(gdn_scratch::kCore < kNumStepScratch &&
+                  attention_scratch::kAttended < kNumStepScratch &&
+                  mlp_scratch::kUp < kNumStepScratch,
+              "every sublayer's scratch fits the step's");
 
 absl::StatusOr<ElementType> ComputeTypeOf(const TensorView& view) {
   switch (view.dtype) {
@@ -97,15 +97,16 @@ struct HybridDecoder::Layer {
   LinearLayer linear;
 };
 
-// The activations of one step, [T, ·] each, freed when the step ends.
 HybridDecoder::HybridDecoder(const ModelConfig& config, Backend* backend,
                              const CacheConfig& cache_config)
-    : config_(&config), backend_(backend), cache_config_(cache_config) {}
+    : config_(&config),
+      backend_(backend),
+      cache_config_(cache_config),
+      runner_(backend, StepDims::ForModel(config)),
+      intervention_buffers_(backend) {}
 
 HybridDecoder::~HybridDecoder() {
   for (Tensor& t : owned_) backend_->Free(t);
-  for (Tensor& t : workspace_) backend_->Free(t);
-  for (Tensor& t : intervention_workspace_) backend_->Free(t);
 }
 
 absl::StatusOr<std::unique_ptr<HybridDecoder>> HybridDecoder::Create(
@@ -377,298 +378,17 @@ absl::StatusOr<ForwardOutput> HybridDecoder::Forward(
     const BatchLayout& layout, absl::Span<const int32_t> ids,
     const ForwardOptions& options) {
   RETURN_IF_ERROR(CheckLayout(layout, ids));
-  const ModelConfig& c = *config_;
-  const int64_t num_tokens = static_cast<int64_t>(ids.size());
-  const int64_t hidden = c.hidden_size;
-  const int64_t num_sublayers = 2 * c.num_hidden_layers;
-  const ElementType act = backend_->activation_type();
-
-  // Step activations: the n-th buffer asked for in a step reuses the n-th
-  // buffer of earlier steps when it is large enough (the order of requests
-  // is the same every step), so a steady stream of steps allocates nothing.
-  size_t next_buffer = 0;
-  auto allocate = [&](ElementType type,
-                      const Shape& shape) -> absl::StatusOr<Tensor> {
-    Tensor wanted;
-    wanted.type = type;
-    wanted.shape = shape;
-    if (next_buffer == workspace_.size()) workspace_.emplace_back();
-    Tensor& buffer = workspace_[next_buffer++];
-    if (buffer.data == nullptr || buffer.size_bytes() < wanted.size_bytes()) {
-      backend_->Free(buffer);
-      ASSIGN_OR_RETURN(buffer, backend_->Allocate(type, shape));
-    }
-    wanted.data = buffer.data;
-    return wanted;
-  };
-
-  // The widest per-token activation of any sublayer.
-  int64_t wide = std::max({hidden, c.intermediate_size});
-  if (c.num_full_attention_layers() > 0) {
-    wide = std::max({wide, c.q_proj_rows(), c.kv_proj_rows()});
-  }
-  if (c.num_linear_attention_layers() > 0) {
-    wide = std::max({wide, c.linear_conv_dim(), c.linear_value_dim()});
-  }
-  Step step;
-  step.backend = backend_;
-  step.num_tokens = num_tokens;
-  ASSIGN_OR_RETURN(step.stream, allocate(act, Shape{num_tokens, hidden}));
-  ASSIGN_OR_RETURN(step.normed, allocate(act, Shape{num_tokens, hidden}));
-  ASSIGN_OR_RETURN(step.update, allocate(act, Shape{num_tokens, hidden}));
-  ASSIGN_OR_RETURN(step.wide_a, allocate(act, Shape{num_tokens, wide}));
-  ASSIGN_OR_RETURN(step.wide_b, allocate(act, Shape{num_tokens, wide}));
-  ASSIGN_OR_RETURN(step.wide_c, allocate(act, Shape{num_tokens, wide}));
-  ASSIGN_OR_RETURN(step.small_a, allocate(act, Shape{num_tokens, wide}));
-  ASSIGN_OR_RETURN(step.small_b, allocate(act, Shape{num_tokens, wide}));
-  ASSIGN_OR_RETURN(step.small_c, allocate(act, Shape{num_tokens, wide}));
-  ASSIGN_OR_RETURN(step.small_d, allocate(act, Shape{num_tokens, wide}));
-  ASSIGN_OR_RETURN(step.small_e, allocate(act, Shape{num_tokens, wide}));
-  if (c.num_linear_attention_layers() > 0) {
-    ASSIGN_OR_RETURN(step.gates,
-                     allocate(ElementType::kF32,
-                              Shape{2 * num_tokens, c.linear_num_value_heads}));
-  }
-  if (options.residual_stats) {
-    ASSIGN_OR_RETURN(step.stats, allocate(ElementType::kF32,
-                                          Shape{num_sublayers, num_tokens,
-                                                kResidualStatsColumns}));
-  }
-  StepIo io;
-  ASSIGN_OR_RETURN(io.ids, allocate(ElementType::kI32, Shape{num_tokens}));
-  RETURN_IF_ERROR(backend_->CopyFromHost(ids.data(), io.ids));
-
-  const StepInterventions* iv =
-      options.interventions != nullptr && !options.interventions->empty()
-          ? options.interventions
-          : nullptr;
-  // The step in parts (Backend::StepParts): contiguous runs of sequences of
-  // about equal token counts, part p's sequences [part_begin[p],
-  // part_begin[p + 1]). Interventions address rows of the whole step and
-  // copy to and from the host mid-step: those steps run in one piece.
-  const int64_t num_sequences = static_cast<int64_t>(layout.sequences.size());
-  const int num_parts =
-      iv == nullptr
-          ? static_cast<int>(std::clamp<int64_t>(backend_->StepParts(layout), 1,
-                                                 num_sequences))
-          : 1;
-  const std::vector<int64_t> part_begin = layout.PartBegins(num_parts);
-
-  ForwardOutput output;
-  // The rows that get logits, as indexes into their part's rows (into the
-  // step's for a step in one piece), and where each part's logit rows
-  // begin; uploaded before the step's ops so that a graph region holds no
-  // copy.
-  std::vector<int32_t> rows32;
-  std::vector<int64_t> part_first_logit_row;
-  for (int p = 0; p < num_parts; ++p) {
-    part_first_logit_row.push_back(static_cast<int64_t>(output.logit_rows.size()));
-    const int64_t first_row = layout.sequences[part_begin[p]].token_offset;
-    for (int64_t i = part_begin[p]; i < part_begin[p + 1]; ++i) {
-      const SequenceSlice& s = layout.sequences[i];
-      const int64_t from =
-          options.logits_for_all_tokens ? s.token_offset : s.token_offset + s.num_tokens - 1;
-      for (int64_t t = from; t < s.token_offset + s.num_tokens; ++t) {
-        output.logit_rows.push_back(t);
-        rows32.push_back(static_cast<int32_t>(t - first_row));
-      }
-    }
-  }
-  const int64_t num_rows = static_cast<int64_t>(output.logit_rows.size());
-  part_first_logit_row.push_back(num_rows);
-  ASSIGN_OR_RETURN(io.rows, allocate(ElementType::kI32, Shape{num_rows}));
-  RETURN_IF_ERROR(backend_->CopyFromHost(rows32.data(), io.rows));
-  ASSIGN_OR_RETURN(io.logits,
-                   allocate(ElementType::kF32, Shape{num_rows, c.vocab_size}));
-  if (!options.device_choice.empty() &&
-      static_cast<int64_t>(options.device_choice.size()) != num_rows) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device_choice has ", options.device_choice.size(),
-                     " flags for ", num_rows, " logit rows"));
-  }
-  if (!options.token_choices.empty() &&
-      static_cast<int64_t>(options.token_choices.size()) != num_rows) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("token_choices has ", options.token_choices.size(),
-                     " entries for ", num_rows, " logit rows"));
-  }
-  const int64_t num_history = static_cast<int64_t>(options.token_history.size());
-  for (size_t r = 0; r < options.token_choices.size(); ++r) {
-    const TokenChoice& choice = options.token_choices[r];
-    if (choice.history_begin < 0 || choice.history_count < 0 ||
-        int64_t{choice.history_begin} + choice.history_count > num_history) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "token_choices[", r, "]: history entries [", choice.history_begin,
-          ", +", choice.history_count, ") outside the ", num_history, " given"));
-    }
-  }
-  {
-    // A row's entries are its own: a backend writes its scratch into them
-    // (TokenHistoryEntry::raw_logit), and on a GPU (or in the parts of a
-    // step) two rows sharing an entry would race on it.
-    std::vector<std::pair<int64_t, size_t>> ranges;  // (begin, row)
-    for (size_t r = 0; r < options.token_choices.size(); ++r) {
-      if (options.token_choices[r].history_count > 0) {
-        ranges.emplace_back(options.token_choices[r].history_begin, r);
-      }
-    }
-    std::sort(ranges.begin(), ranges.end());
-    for (size_t i = 1; i < ranges.size(); ++i) {
-      const TokenChoice& before = options.token_choices[ranges[i - 1].second];
-      if (ranges[i].first < int64_t{before.history_begin} + before.history_count) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "token_choices[", ranges[i].second, "]: history entries from ",
-            ranges[i].first, " overlap those of token_choices[",
-            ranges[i - 1].second, "]; each row's entries must be its own"));
-      }
-    }
-  }
-  for (size_t e = 0; e < options.token_history.size(); ++e) {
-    const int32_t id = options.token_history[e].token_id;
-    if (id < 0 || id >= c.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "token_history[", e, "]: token id ", id, " is outside the vocabulary [0, ",
-          c.vocab_size, ")"));
-    }
-  }
-  io.device_choice = !options.device_choice.empty();
-  io.draws = io.device_choice && !options.token_choices.empty();
-  bool with_logprobs = false;
-  for (const TokenChoice& choice : options.token_choices) {
-    with_logprobs = with_logprobs || choice.num_logprobs >= 0;
-  }
-  if (io.device_choice) {
-    ASSIGN_OR_RETURN(io.ids_chosen, allocate(ElementType::kI32, Shape{num_rows}));
-    // Allocated whether or not this step draws, so that the buffers after
-    // them keep their places from step to step (and graphs their arguments).
-    ASSIGN_OR_RETURN(io.choices, allocate(ElementType::kI32,
-                                          Shape{num_rows, kTokenChoiceWords}));
-    ASSIGN_OR_RETURN(io.logprobs, allocate(ElementType::kI32,
-                                           Shape{num_rows, kTokenLogprobsWords}));
-    ASSIGN_OR_RETURN(io.history,
-                     allocate(ElementType::kI32,
-                              Shape{std::max<int64_t>(num_history, 1),
-                                    kTokenHistoryWords}));
-    if (io.draws && num_history > 0) {
-      Tensor used = io.history;
-      used.shape = Shape{num_history, kTokenHistoryWords};
-      RETURN_IF_ERROR(backend_->CopyFromHost(options.token_history.data(), used));
-    }
-    if (io.draws) {
-      RETURN_IF_ERROR(backend_->CopyFromHost(options.token_choices.data(), io.choices));
-    }
-  }
-
-  // The whole step's layout, for the parts' backends' owner too: nothing
-  // it runs after the parts may see an earlier step's.
-  RETURN_IF_ERROR(backend_->SetBatchLayout(layout));
-  if (num_parts == 1) {
-    // A decode step without interventions is the same work at every step of
-    // its batch size (and context bucket): one graph region, which a backend
-    // with graphs replays (backend.h). Interventions copy to and from the
-    // host mid-step, and prefill shapes vary: those run as plain ops.
-    bool graph_region = iv == nullptr;
-    for (const SequenceSlice& s : layout.sequences) {
-      if (s.num_tokens != 1 || s.first_position == 0) graph_region = false;
-    }
-    if (graph_region) backend_->BeginGraphRegion();
-    RETURN_IF_ERROR(RunStep(step, io, options, iv, &output));
-    if (graph_region) RETURN_IF_ERROR(backend_->EndGraphRegion());
-  } else {
-    // Each part: its sequences' layout from row 0, its rows of every buffer
-    // (a buffer of [T, w] for some w holds [n, w] from row r at r · w), its
-    // logit rows.
-    std::vector<BatchLayout> part_layouts(static_cast<size_t>(num_parts));
-    for (int p = 0; p < num_parts; ++p) {
-      const int64_t first_row = layout.sequences[part_begin[p]].token_offset;
-      for (int64_t i = part_begin[p]; i < part_begin[p + 1]; ++i) {
-        SequenceSlice s = layout.sequences[i];
-        s.token_offset -= first_row;
-        part_layouts[p].sequences.push_back(std::move(s));
-      }
-    }
-    RETURN_IF_ERROR(backend_->RunInParts(
-        num_parts, [&](int p, Backend& part_backend) -> absl::Status {
-          const BatchLayout& part_layout = part_layouts[p];
-          RETURN_IF_ERROR(part_backend.SetBatchLayout(part_layout));
-          const int64_t r = layout.sequences[part_begin[p]].token_offset;
-          const int64_t n = part_layout.num_tokens();
-          auto rows_of = [&](const Tensor& t) {
-            return t.data == nullptr ? t : Rows(t, r, n);
-          };
-          Step part;
-          part.backend = &part_backend;
-          part.num_tokens = n;
-          part.first_row = r;
-          part.stream = rows_of(step.stream);
-          part.normed = rows_of(step.normed);
-          part.update = rows_of(step.update);
-          part.wide_a = rows_of(step.wide_a);
-          part.wide_b = rows_of(step.wide_b);
-          part.wide_c = rows_of(step.wide_c);
-          part.small_a = rows_of(step.small_a);
-          part.small_b = rows_of(step.small_b);
-          part.small_c = rows_of(step.small_c);
-          part.small_d = rows_of(step.small_d);
-          part.small_e = rows_of(step.small_e);
-          // gates [2T, Hv] as g then beta: the part's g and beta side by side in
-          // its 2n rows.
-          if (step.gates.data != nullptr) part.gates = Rows(step.gates, 2 * r, 2 * n);
-          part.stats = step.stats;
-          const int64_t lr = part_first_logit_row[p];
-          const int64_t ln = part_first_logit_row[p + 1] - lr;
-          auto logit_rows_of = [&](const Tensor& t) {
-            return t.data == nullptr ? t : Rows(t, lr, ln);
-          };
-          StepIo part_io = io;
-          part_io.ids = Rows(io.ids, r, n);
-          part_io.rows = Rows(io.rows, lr, ln);
-          part_io.logits = Rows(io.logits, lr, ln);
-          part_io.ids_chosen = logit_rows_of(io.ids_chosen);
-          part_io.choices = logit_rows_of(io.choices);
-          part_io.logprobs = logit_rows_of(io.logprobs);
-          return RunStep(part, part_io, options, nullptr, nullptr);
-        }));
-  }
-  if (!io.device_choice) {
-    output.logits.resize(static_cast<size_t>(num_rows * c.vocab_size));
-    RETURN_IF_ERROR(backend_->CopyToHost(io.logits, output.logits.data()));
-  } else {
-    output.device_ids.resize(static_cast<size_t>(num_rows));
-    RETURN_IF_ERROR(backend_->CopyToHost(io.ids_chosen, output.device_ids.data()));
-    if (with_logprobs) {
-      output.device_logprobs.resize(static_cast<size_t>(num_rows));
-      RETURN_IF_ERROR(backend_->CopyToHost(io.logprobs, output.device_logprobs.data()));
-    }
-    int64_t kept = 0;
-    for (int64_t r = 0; r < num_rows; ++r) kept += options.device_choice[r] ? 0 : 1;
-    output.logits.resize(static_cast<size_t>(kept * c.vocab_size));
-    int64_t at = 0;
-    for (int64_t r = 0; r < num_rows; ++r) {
-      if (options.device_choice[r]) continue;
-      RETURN_IF_ERROR(backend_->CopyToHost(
-          Rows(io.logits, r, 1), output.logits.data() + at * c.vocab_size));
-      ++at;
-    }
-  }
-  if (options.residual_stats) {
-    output.residual_stats.resize(
-        static_cast<size_t>(num_sublayers * num_tokens * kResidualStatsColumns));
-    RETURN_IF_ERROR(backend_->CopyToHost(step.stats, output.residual_stats.data()));
-    // The stream entering the final norm is the last sublayer's sum.
-    output.final_stream_norm.resize(static_cast<size_t>(num_tokens));
-    const float* last = output.residual_stats.data() +
-                        (num_sublayers - 1) * num_tokens * kResidualStatsColumns;
-    for (int64_t t = 0; t < num_tokens; ++t) {
-      output.final_stream_norm[t] = last[t * kResidualStatsColumns + kStatSumNorm];
-    }
-  }
-  RETURN_IF_ERROR(backend_->Synchronize());
-  return output;
+  intervention_buffers_.Reset();
+  uploaded_vectors_.clear();
+  return runner_.Run(layout, ids, options,
+                     [this](StepActivations& step, const StepIo& io,
+                            const StepInterventions* iv,
+                            ForwardOutput* output) {
+                       return RunStep(step, io, iv, output);
+                     });
 }
 
-absl::Status HybridDecoder::RunStep(Step& step, const StepIo& io,
-                                    const ForwardOptions& options,
+absl::Status HybridDecoder::RunStep(StepActivations& step, const StepIo& io,
                                     const StepInterventions* iv,
                                     ForwardOutput* output) {
   const ModelConfig& c = *config_;
@@ -700,8 +420,7 @@ absl::Status HybridDecoder::RunStep(Step& step, const StepIo& io,
         RunAttention(layer, step);
       }
       const int sublayer = static_cast<int>(2 * l + sub);
-      const Tensor stats = options.residual_stats ? SublayerStats(step, sublayer)
-                                                  : Tensor{};
+      const Tensor stats = SublayerStats(step, sublayer);
       if (iv != nullptr) {
         for (const StepInterventions::Skip& skip : iv->skips) {
           if (skip.sublayer == sublayer) {
@@ -728,7 +447,7 @@ absl::Status HybridDecoder::RunStep(Step& step, const StepIo& io,
 
   // The logit rows' final norm into the normed buffer (free again), then
   // the LM head.
-  Tensor selected = View(step.normed, Shape{io.rows.num_elements(), c.hidden_size});
+  Tensor selected = AsShape(step.normed, Shape{io.rows.num_elements(), c.hidden_size});
   backend.GatherRows(step.stream, io.rows, selected);
   backend.RmsNorm(selected, final_norm_, eps, selected);
   backend.MatMul(selected, lm_head_, io.logits);
@@ -741,26 +460,27 @@ absl::Status HybridDecoder::RunStep(Step& step, const StepIo& io,
   return absl::OkStatus();
 }
 
-Tensor HybridDecoder::SublayerStats(const Step& step, int64_t sublayer) {
+Tensor HybridDecoder::SublayerStats(const StepActivations& step, int64_t sublayer) {
   if (step.stats.data == nullptr) return Tensor{};
-  Tensor all_rows = Rows(step.stats, sublayer, 1);
+  Tensor all_rows = RowsOf(step.stats, sublayer, 1);
   all_rows.shape = Shape{step.stats.shape[1], kResidualStatsColumns};
-  return Rows(all_rows, step.first_row, step.num_tokens);
+  return RowsOf(all_rows, step.first_row, step.num_tokens);
 }
 
-void HybridDecoder::RunLinearAttention(const Layer& layer, Step& step) {
+void HybridDecoder::RunLinearAttention(const Layer& layer, StepActivations& step) {
   const ModelConfig& c = *config_;
+  using namespace gdn_scratch;
   const LinearLayer& w = layer.linear;
   const int64_t t = step.num_tokens;
   const int64_t hk = c.linear_num_key_heads, hv = c.linear_num_value_heads;
   const int64_t dk = c.linear_key_head_dim, dv = c.linear_value_head_dim;
   const int64_t value_dim = c.linear_value_dim();
 
-  Tensor mixed = View(step.wide_a, Shape{t, c.linear_conv_dim()});
-  Tensor conv_out = View(step.wide_b, Shape{t, c.linear_conv_dim()});
-  Tensor z = View(step.wide_c, Shape{t, value_dim});
-  Tensor b = View(step.small_a, Shape{t, hv});
-  Tensor a = View(step.small_b, Shape{t, hv});
+  Tensor mixed = AsShape(step.scratch[kMixedThenQ], Shape{t, c.linear_conv_dim()});
+  Tensor conv_out = AsShape(step.scratch[kConvOut], Shape{t, c.linear_conv_dim()});
+  Tensor z = AsShape(step.scratch[kZ], Shape{t, value_dim});
+  Tensor b = AsShape(step.scratch[kBeta], Shape{t, hv});
+  Tensor a = AsShape(step.scratch[kDecayThenGated], Shape{t, hv});
   step.backend->MatMuls(step.normed, {{&w.in_proj_qkv, &mixed},
                                    {&w.in_proj_z, &z},
                                    {&w.in_proj_b, &b},
@@ -770,52 +490,54 @@ void HybridDecoder::RunLinearAttention(const Layer& layer, Step& step) {
   // The split q, k, v (mixed is free again: reuse it) and the gates, for a
   // backend that runs the core op by op.
   Backend::GdnScratch scratch;
-  scratch.q = View(step.wide_a, Shape{t, hk, dk});
-  scratch.k = View(step.small_c, Shape{t, hk, dk});
-  scratch.v = View(step.small_d, Shape{t, hv, dv});
-  scratch.g = Rows(step.gates, 0, t);
-  scratch.beta = Rows(step.gates, t, t);
+  scratch.q = AsShape(step.scratch[kMixedThenQ], Shape{t, hk, dk});
+  scratch.k = AsShape(step.scratch[kK], Shape{t, hk, dk});
+  scratch.v = AsShape(step.scratch[kV], Shape{t, hv, dv});
+  scratch.g = RowsOf(step.gates, 0, t);
+  scratch.beta = RowsOf(step.gates, t, t);
   // Apart from every input: a fused backend reads them while it writes.
-  Tensor core = View(step.small_e, Shape{t, hv, dv});
+  Tensor core = AsShape(step.scratch[kCore], Shape{t, hv, dv});
   step.backend->GatedDeltaNet(conv_out, a, b, w.a_log, w.dt_bias, scratch,
                           w.state_pool, core);
-  Tensor gated = View(step.small_b, Shape{t, value_dim});
+  Tensor gated = AsShape(step.scratch[kDecayThenGated], Shape{t, value_dim});
   step.backend->GatedRmsNorm(core, z, w.norm, static_cast<float>(c.rms_norm_eps),
                          gated);
   step.backend->MatMul(gated, w.out_proj, step.update);
 }
 
-void HybridDecoder::RunAttention(const Layer& layer, Step& step) {
+void HybridDecoder::RunAttention(const Layer& layer, StepActivations& step) {
   const ModelConfig& c = *config_;
+  using namespace attention_scratch;
   const AttentionLayer& w = layer.attention;
   const int64_t t = step.num_tokens;
   const int64_t heads = c.num_attention_heads, kv_heads = c.num_key_value_heads;
   const int64_t d = c.head_dim;
   const float eps = static_cast<float>(c.rms_norm_eps);
 
-  Tensor q_and_gate = View(step.wide_a, Shape{t, c.q_proj_rows()});
-  Tensor k = View(step.wide_b, Shape{t, c.kv_proj_rows()});
-  Tensor v = View(step.wide_c, Shape{t, c.kv_proj_rows()});
+  Tensor q_and_gate = AsShape(step.scratch[kQAndGate], Shape{t, c.q_proj_rows()});
+  Tensor k = AsShape(step.scratch[kK], Shape{t, c.kv_proj_rows()});
+  Tensor v = AsShape(step.scratch[kV], Shape{t, c.kv_proj_rows()});
   step.backend->MatMuls(step.normed,
                     {{&w.q_proj, &q_and_gate}, {&w.k_proj, &k}, {&w.v_proj, &v}});
   // Per head of q_and_gate: d query rows, then d gate rows (model-spec §3.1).
-  Tensor q = View(step.small_a, Shape{t, heads, d});
-  Tensor gate = View(step.small_b, Shape{t, heads, d});
-  step.backend->AttentionInputs(q_and_gate, View(k, Shape{t, kv_heads, d}),
-                            View(v, Shape{t, kv_heads, d}), w.q_norm, w.k_norm,
+  Tensor q = AsShape(step.scratch[kQ], Shape{t, heads, d});
+  Tensor gate = AsShape(step.scratch[kGate], Shape{t, heads, d});
+  step.backend->AttentionInputs(q_and_gate, AsShape(k, Shape{t, kv_heads, d}),
+                            AsShape(v, Shape{t, kv_heads, d}), w.q_norm, w.k_norm,
                             eps, c.rotary_dim(), static_cast<float>(c.rope_theta),
                             q, gate, w.k_pool, w.v_pool);
-  Tensor attended = View(step.small_c, Shape{t, heads, d});
+  Tensor attended = AsShape(step.scratch[kAttended], Shape{t, heads, d});
   step.backend->PagedAttention(q, w.k_pool, w.v_pool,
                            static_cast<float>(c.attention_scale()), attended);
   step.backend->SigmoidGate(attended, gate);
-  step.backend->MatMul(View(attended, Shape{t, heads * d}), w.o_proj, step.update);
+  step.backend->MatMul(AsShape(attended, Shape{t, heads * d}), w.o_proj, step.update);
 }
 
-void HybridDecoder::RunMlp(const Layer& layer, Step& step) {
+void HybridDecoder::RunMlp(const Layer& layer, StepActivations& step) {
+  using namespace mlp_scratch;
   const int64_t t = step.num_tokens;
-  Tensor gate = View(step.wide_a, Shape{t, config_->intermediate_size});
-  Tensor up = View(step.wide_b, Shape{t, config_->intermediate_size});
+  Tensor gate = AsShape(step.scratch[kGateThenAct], Shape{t, config_->intermediate_size});
+  Tensor up = AsShape(step.scratch[kUp], Shape{t, config_->intermediate_size});
   step.backend->GateUpSwiGlu(step.normed, layer.gate_proj, layer.up_proj, gate, up, gate);
   step.backend->MatMul(gate, layer.down_proj, step.update);
 }

@@ -19,14 +19,17 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/backend/backend.h"
+#include "engine/model/buffer_arena.h"
+#include "engine/model/forward_options.h"
 #include "engine/model/model_config.h"
 #include "engine/model/model_weights.h"
-#include "engine/model/stream_interventions.h"
+#include "engine/model/step_runner.h"
 
 namespace tributary {
 
@@ -52,60 +55,6 @@ struct WeightLoadOptions {
 
   // A `progress` that logs a line (LogInfo) at every tenth of the weights.
   static std::function<void(int64_t, int64_t)> LogEveryTenth();
-};
-
-struct ForwardOptions {
-  // Compute the per-token residual statistics of every sublayer.
-  bool residual_stats = true;
-  // Logits for every new token (the dump); otherwise only for the last new
-  // token of each sequence.
-  bool logits_for_all_tokens = false;
-  // Interventions on the residual stream (stream_interventions.h); null or
-  // empty: none. Not owned; must live until Forward returns.
-  const StepInterventions* interventions = nullptr;
-  // Empty, or one flag per logit row (per sequence unless
-  // logits_for_all_tokens): a set row gets only the token the backend
-  // chooses for it (ForwardOutput::device_ids), not its logits: its argmax,
-  // or the token its entry of token_choices draws. For greedy and device
-  // sampling, and for rows nobody samples from: a device then copies back
-  // 4 bytes instead of a vocabulary's row.
-  std::vector<bool> device_choice{};
-  // Empty (every device_choice row takes its argmax), or one entry per logit
-  // row: how the backend chooses the token of a device_choice row, and
-  // whether it also returns the row's raw logprobs (Backend::ChooseTokens;
-  // ignored for the other rows).
-  std::vector<TokenChoice> token_choices{};
-  // The history entries that token_choices with penalties point into
-  // (TokenChoice::history_begin, history_count), every id in the
-  // vocabulary.
-  std::vector<TokenHistoryEntry> token_history{};
-};
-
-struct ForwardOutput {
-  // Step rows (token indexes in the batch) that have logits, in order.
-  std::vector<int64_t> logit_rows;
-  // [rows without device_choice, vocab_size], raw f32, in logit row order
-  // (all logit rows when device_choice is empty).
-  std::vector<float> logits;
-  // With device_choice: [logit_rows.size()], every row's token chosen by
-  // the backend (the argmax: the lowest index of the largest logit; or the
-  // token_choices draw); -1 when the row holds a NaN or an infinity. Empty
-  // otherwise.
-  std::vector<int32_t> device_ids;
-  // With token_choices of which a row asks for logprobs: [logit_rows.size()],
-  // those rows' raw logprobs (other entries unspecified). Empty otherwise.
-  std::vector<TokenLogprobs> device_logprobs;
-  // [2 · num_layers, num_tokens, kResidualStatsColumns] (backend.h): layer l's
-  // mixer is entry 2l, its ffn 2l + 1. Empty when switched off.
-  std::vector<float> residual_stats;
-  // ‖x‖ of the stream entering the final norm, [num_tokens]; empty when the
-  // residual statistics are off.
-  std::vector<float> final_stream_norm;
-  // [StepInterventions::lens.size(), vocab_size] raw f32: one row of
-  // logits per lens read, in its order.
-  std::vector<float> lens_logits;
-  // One [hidden] f32 row per StepInterventions::captures entry, in order.
-  std::vector<std::vector<float>> captured;
 };
 
 class HybridDecoder {
@@ -140,8 +89,6 @@ class HybridDecoder {
   struct AttentionLayer;
   struct LinearLayer;
   struct Layer;
-  struct Step;
-  struct StepIo;
 
   HybridDecoder(const ModelConfig& config, Backend* backend,
                 const CacheConfig& cache_config);
@@ -163,34 +110,31 @@ class HybridDecoder {
   absl::StatusOr<Tensor> Import(const TensorView& view, const Shape& shape,
                                 WeightRole role);
 
-  // The embedding, every layer, and the logits (or device choices) of the
-  // logit rows: the whole forward of `step` (its backend's batch layout
-  // set), on step.backend. `iv` only for a step in one piece.
-  absl::Status RunStep(Step& step, const StepIo& io,
-                       const ForwardOptions& options,
+  // The model's forward of one step or part (StepRunner::RunModel): the
+  // embedding, every layer, and the logits (or device choices) of io's
+  // rows, on step.backend. `iv` only for a step in one piece.
+  absl::Status RunStep(StepActivations& step, const StepIo& io,
                        const StepInterventions* iv, ForwardOutput* output);
   // The residual statistics of `sublayer` for the step's (or part's) rows:
   // [num_tokens, columns]; empty when they are off.
-  static Tensor SublayerStats(const Step& step, int64_t sublayer);
-  void RunLinearAttention(const Layer& layer, Step& step);
-  void RunAttention(const Layer& layer, Step& step);
-  void RunMlp(const Layer& layer, Step& step);
+  static Tensor SublayerStats(const StepActivations& step, int64_t sublayer);
+  void RunLinearAttention(const Layer& layer, StepActivations& step);
+  void RunAttention(const Layer& layer, StepActivations& step);
+  void RunMlp(const Layer& layer, StepActivations& step);
   // The interventions at one point (-1 = after the embedding, else after
   // sublayer s). Lens reads append to `lens`.
   absl::Status ApplyInterventions(const StepInterventions& iv, int sublayer,
-                                  Step& step, ForwardOutput* output);
+                                  StepActivations& step, ForwardOutput* output);
   // The captures at one point into output->captured.
-  absl::Status Capture(const StepInterventions& iv, int sublayer, Step& step,
-                       ForwardOutput* output);
+  absl::Status Capture(const StepInterventions& iv, int sublayer,
+                       StepActivations& step, ForwardOutput* output);
   // Logits of `rows` of the stream (final norm, lm_head) into a host buffer
   // [rows, vocab].
-  absl::Status StreamLogits(Step& step, const std::vector<int64_t>& rows,
+  absl::Status StreamLogits(StepActivations& step,
+                            const std::vector<int64_t>& rows,
                             std::vector<float>* logits);
-  // The step's next buffer of intervention_workspace_, and a host vector
-  // uploaded once per step.
-  absl::StatusOr<Tensor> InterventionBuffer(Step& step, ElementType type,
-                                            const Shape& shape);
-  absl::StatusOr<Tensor> Upload(Step& step, const std::vector<float>* v);
+  // A host vector on the backend, uploaded once per step.
+  absl::StatusOr<Tensor> Upload(const std::vector<float>* v);
 
   const ModelConfig* config_;
   Backend* backend_;
@@ -204,11 +148,13 @@ class HybridDecoder {
   // callback, and the bytes placed so far of how many.
   WeightLoadOptions load_;
   int64_t loaded_bytes_ = 0, total_weight_bytes_ = 0;
-  // Step activations, reused across steps (grown when a step needs more).
-  std::vector<Tensor> workspace_;
+  // Runs each step: its buffers, its parts, the copies to and from the host.
+  StepRunner runner_;
   // Buffers of the interventions (vectors, lens rows and logits), kept apart
-  // so that steps without interventions never touch them.
-  std::vector<Tensor> intervention_workspace_;
+  // from the step's so that steps without interventions never touch them;
+  // and the host vectors uploaded this step.
+  BufferArena intervention_buffers_;
+  std::unordered_map<const std::vector<float>*, Tensor> uploaded_vectors_;
 };
 
 }  // namespace tributary

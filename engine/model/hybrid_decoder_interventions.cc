@@ -7,32 +7,12 @@
 #include "absl/strings/str_cat.h"
 #include "engine/base/status_macros.h"
 #include "engine/model/hybrid_decoder.h"
-#include "engine/model/hybrid_decoder_step.h"
 
 namespace tributary {
 
-absl::StatusOr<Tensor> HybridDecoder::InterventionBuffer(Step& step,
-                                                         ElementType type,
-                                                         const Shape& shape) {
-  Tensor wanted;
-  wanted.type = type;
-  wanted.shape = shape;
-  if (step.next_intervention_buffer == intervention_workspace_.size()) {
-    intervention_workspace_.emplace_back();
-  }
-  Tensor& buffer = intervention_workspace_[step.next_intervention_buffer++];
-  if (buffer.data == nullptr || buffer.size_bytes() < wanted.size_bytes()) {
-    backend_->Free(buffer);
-    ASSIGN_OR_RETURN(buffer, backend_->Allocate(type, shape));
-  }
-  wanted.data = buffer.data;
-  return wanted;
-}
-
-absl::StatusOr<Tensor> HybridDecoder::Upload(Step& step,
-                                             const std::vector<float>* v) {
-  auto it = step.uploaded.find(v);
-  if (it != step.uploaded.end()) return it->second;
+absl::StatusOr<Tensor> HybridDecoder::Upload(const std::vector<float>* v) {
+  auto it = uploaded_vectors_.find(v);
+  if (it != uploaded_vectors_.end()) return it->second;
   const int64_t hidden = config_->hidden_size;
   if (v == nullptr || static_cast<int64_t>(v->size()) != hidden) {
     return absl::InvalidArgumentError(
@@ -41,30 +21,30 @@ absl::StatusOr<Tensor> HybridDecoder::Upload(Step& step,
   }
   // Kept f32 on the backend: the intervention ops take f32 vectors.
   ASSIGN_OR_RETURN(Tensor t,
-                   InterventionBuffer(step, ElementType::kF32, Shape{hidden}));
+                   intervention_buffers_.Take(ElementType::kF32, Shape{hidden}));
   RETURN_IF_ERROR(backend_->CopyFromHost(v->data(), t));
-  step.uploaded[v] = t;
+  uploaded_vectors_[v] = t;
   return t;
 }
 
-absl::Status HybridDecoder::StreamLogits(Step& step,
+absl::Status HybridDecoder::StreamLogits(StepActivations& step,
                                          const std::vector<int64_t>& rows,
                                          std::vector<float>* logits) {
   const ModelConfig& c = *config_;
   const int64_t r = static_cast<int64_t>(rows.size());
   std::vector<int32_t> rows32(rows.begin(), rows.end());
   ASSIGN_OR_RETURN(Tensor rows_tensor,
-                   InterventionBuffer(step, ElementType::kI32, Shape{r}));
+                   intervention_buffers_.Take(ElementType::kI32, Shape{r}));
   RETURN_IF_ERROR(backend_->CopyFromHost(rows32.data(), rows_tensor));
   ASSIGN_OR_RETURN(Tensor selected,
-                   InterventionBuffer(step, backend_->activation_type(),
+                   intervention_buffers_.Take(backend_->activation_type(),
                                       Shape{r, c.hidden_size}));
   backend_->GatherRows(step.stream, rows_tensor, selected);
   // The same ops as the model's own logits (Forward): at the last layer the
   // lens equals them bit for bit.
   backend_->RmsNorm(selected, final_norm_, static_cast<float>(c.rms_norm_eps),
                     selected);
-  ASSIGN_OR_RETURN(Tensor out, InterventionBuffer(step, ElementType::kF32,
+  ASSIGN_OR_RETURN(Tensor out, intervention_buffers_.Take(ElementType::kF32,
                                                   Shape{r, c.vocab_size}));
   backend_->MatMul(selected, lm_head_, out);
   logits->resize(static_cast<size_t>(r * c.vocab_size));
@@ -72,7 +52,7 @@ absl::Status HybridDecoder::StreamLogits(Step& step,
 }
 
 absl::Status HybridDecoder::Capture(const StepInterventions& iv, int sublayer,
-                                    Step& step, ForwardOutput* output) {
+                                    StepActivations& step, ForwardOutput* output) {
   std::vector<int32_t> rows;
   std::vector<size_t> which;
   for (size_t i = 0; i < iv.captures.size(); ++i) {
@@ -85,11 +65,11 @@ absl::Status HybridDecoder::Capture(const StepInterventions& iv, int sublayer,
   const int64_t hidden = config_->hidden_size;
   const int64_t r = static_cast<int64_t>(rows.size());
   ASSIGN_OR_RETURN(Tensor rows_tensor,
-                   InterventionBuffer(step, ElementType::kI32, Shape{r}));
+                   intervention_buffers_.Take(ElementType::kI32, Shape{r}));
   RETURN_IF_ERROR(backend_->CopyFromHost(rows.data(), rows_tensor));
   const ElementType act = backend_->activation_type();
   ASSIGN_OR_RETURN(Tensor selected,
-                   InterventionBuffer(step, act, Shape{r, hidden}));
+                   intervention_buffers_.Take(act, Shape{r, hidden}));
   backend_->GatherRows(step.stream, rows_tensor, selected);
   std::vector<uint8_t> raw(selected.size_bytes());
   RETURN_IF_ERROR(backend_->CopyToHost(selected, raw.data()));
@@ -107,16 +87,16 @@ absl::Status HybridDecoder::Capture(const StepInterventions& iv, int sublayer,
 }
 
 absl::Status HybridDecoder::ApplyInterventions(const StepInterventions& iv,
-                                               int sublayer, Step& step,
+                                               int sublayer, StepActivations& step,
                                                ForwardOutput* output) {
   for (const StepInterventions::Steer& steer : iv.steers) {
     if (steer.sublayer != sublayer) continue;
-    ASSIGN_OR_RETURN(Tensor v, Upload(step, steer.vector));
+    ASSIGN_OR_RETURN(Tensor v, Upload(steer.vector));
     backend_->AddScaledVector(step.stream, steer.row_begin, steer.row_end, v,
                               steer.scale);
   }
   for (const StepInterventions::Ablate& ablate : iv.ablations) {
-    ASSIGN_OR_RETURN(Tensor u, Upload(step, ablate.unit));
+    ASSIGN_OR_RETURN(Tensor u, Upload(ablate.unit));
     backend_->ProjectOut(step.stream, ablate.row_begin, ablate.row_end, u);
   }
   RETURN_IF_ERROR(Capture(iv, sublayer, step, output));
