@@ -67,6 +67,28 @@ struct RequestState {
   std::optional<PenaltyHistory> penalty_history;
 };
 
+// One step's sequences as the engine thread resolves them, in plan order.
+struct StepBatch {
+  // The request of each scheduled sequence; null where there is none (it
+  // failed this step, or a bug) and the sequence is finished already.
+  std::vector<RequestState*> requests;
+  // The requests' interventions in the step's rows, and whose each lens
+  // read is.
+  StepInterventions interventions;
+  std::vector<std::pair<RequestState*, RequestInterventions::LensRead>>
+      lens_owners;
+  // What the forward is asked (interventions points into this batch).
+  ForwardOptions forward;
+  // Rows whose logits come back to the host (not device_choice).
+  size_t num_logits_rows = 0;
+  // What goes back to the scheduler.
+  StepResult result;
+
+  StepBatch() = default;
+  StepBatch(const StepBatch&) = delete;  // forward.interventions points in
+  StepBatch& operator=(const StepBatch&) = delete;
+};
+
 inline double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
 }  // namespace engine_internal
@@ -131,6 +153,29 @@ struct Engine::Impl {
   // One Schedule / Forward / sample / Update round. Returns false after a
   // fatal error (the engine failed).
   bool Step();
+  // The parts of a step, in order.
+  // Bookkeeping of a new plan; false when it runs nothing.
+  bool StartStep(const StepPlan& plan);
+  // Each scheduled sequence's request; zeroes newly allocated state slots.
+  void ResolveRequests(const StepPlan& plan, absl::Time step_start,
+                       engine_internal::StepBatch* batch);
+  // Interventions and where each row's token is chosen.
+  void BuildForwardOptions(const StepPlan& plan,
+                           engine_internal::StepBatch* batch);
+  // The fault hook, the forward, and a check of its output's shape.
+  absl::StatusOr<ForwardOutput> RunForward(
+      const StepPlan& plan, const engine_internal::StepBatch& batch);
+  // Residual statistics and logit-lens readings into the requests.
+  void ReadForward(const StepPlan& plan, const engine_internal::StepBatch& batch,
+                   const ForwardOutput& forward);
+  // Each sampling sequence's token (or its failure) to its sink, and the
+  // outputs for Scheduler::Update.
+  void EmitTokens(const StepPlan& plan,
+                  const absl::StatusOr<ForwardOutput>& forward,
+                  engine_internal::StepBatch* batch);
+  // Step statistics to the observer.
+  void ReportStep(const StepPlan& plan, absl::Duration step_time,
+                  absl::Duration forward_time);
   void AddPending();
   void CancelRequest(uint64_t id);
   void CancelAll(const absl::Status& reason_for_log);

@@ -9,12 +9,13 @@
 #include "engine/base/status_macros.h"
 #include "engine/engine_impl.h"
 #include "engine/sampling/logprobs.h"
-#include "engine/sampling/philox.h"
+#include "engine/sampling/device_choice.h"
 
 namespace tributary {
 
 using engine_internal::RequestState;
 using engine_internal::Seconds;
+using engine_internal::StepBatch;
 
 void Engine::Impl::Finish(RequestState& r, TokenEvent event) {
   const absl::Time now = absl::Now();
@@ -146,11 +147,6 @@ SequenceOutput Engine::Impl::Sample(RequestState& r,
   return EmitToken(r, sampler.Sample(row, r.params, history, r.seed));
 }
 
-// The backend's copies of the sampler's limits (the backend layer does not
-// see engine/sampling).
-static_assert(TokenChoice::kGreedyTemperature == SamplingParams::kGreedyTemperature);
-static_assert(kMaxTopLogprobs == SamplingParams::kMaxNumLogprobs);
-
 void Engine::Impl::AppendHistory(RequestState& r, TokenChoice* choice,
                                  std::vector<TokenHistoryEntry>* history) {
   if (!r.penalty_history) {
@@ -184,9 +180,8 @@ SequenceOutput Engine::Impl::TakeDeviceToken(RequestState& r, int32_t id,
 
 SequenceOutput Engine::Impl::EmitToken(RequestState& r,
                                        absl::StatusOr<SampleResult> sample) {
-  SequenceOutput out;
-  out.id = r.id;
-  out.finished = true;  // unless a token continues it
+  // Finished unless a token continues it.
+  const SequenceOutput out = SequenceOutput::Finished(r.id);
   if (!sample.ok()) {
     FailRequest(r, absl::InternalError(sample.status().message()));
     return out;
@@ -223,10 +218,7 @@ SequenceOutput Engine::Impl::EmitToken(RequestState& r,
     event.logit_lens = std::move(r.pending_lens);
     r.pending_lens.clear();
     r.sink->OnEvent(event);
-    out.finished = false;
-    out.has_token = true;
-    out.token = token;
-    return out;
+    return SequenceOutput::Continues(r.id, token);
   }
   // A character still incomplete at the end comes out as U+FFFD (what
   // Decode of the ids gives); text after a stop string is dropped.
@@ -251,7 +243,33 @@ bool Engine::Impl::Step() {
     Fatal(planned.status());
     return false;
   }
-  StepPlan& plan = *planned;
+  const StepPlan& plan = *planned;
+  if (!StartStep(plan)) return true;
+  StepBatch batch;
+  ResolveRequests(plan, step_start, &batch);
+  BuildForwardOptions(plan, &batch);
+  const absl::Time forward_start = absl::Now();
+  const absl::StatusOr<ForwardOutput> forward = RunForward(plan, batch);
+  const absl::Duration forward_time = absl::Now() - forward_start;
+  // UNAVAILABLE from the backend means it cannot run anything anymore (a
+  // sticky device error): fail everything, so the process restarts.
+  if (absl::IsUnavailable(forward.status())) {
+    Fatal(forward.status());
+    return false;
+  }
+  if (forward.ok()) ReadForward(plan, batch, *forward);
+  EmitTokens(plan, forward, &batch);
+  absl::Status updated = scheduler->Update(batch.result);
+  needs_forget = true;
+  if (!updated.ok()) {
+    Fatal(updated);
+    return false;
+  }
+  ReportStep(plan, absl::Now() - step_start, forward_time);
+  return true;
+}
+
+bool Engine::Impl::StartStep(const StepPlan& plan) {
   num_preemptions += static_cast<int64_t>(plan.preempted_ids.size());
   // Publish what Schedule() admitted before the forward runs: the queue
   // bound (Submit) and the gauges then see the step's running and waiting
@@ -263,211 +281,191 @@ bool Engine::Impl::Step() {
   if (plan.empty()) {
     // A plan may be empty after preempting the only running sequence (the
     // next Schedule() readmits it): not a stall.
-    if (!plan.preempted_ids.empty()) return true;
+    if (!plan.preempted_ids.empty()) return false;
     if (HasWork() && !stalled) {
       LogWarning("the scheduler planned nothing with ",
                  scheduler->num_waiting(), " waiting; waiting for news");
     }
     stalled = HasWork();
-    return true;
+    return false;
   }
   stalled = false;
   ++num_steps;
+  return true;
+}
 
+void Engine::Impl::ResolveRequests(const StepPlan& plan, absl::Time step_start,
+                                   StepBatch* batch) {
   const size_t n = plan.sequences.size();
-  std::vector<RequestState*> requests(n, nullptr);
-  std::vector<bool> done(n, false);
-  StepResult result;
+  batch->requests.assign(n, nullptr);
   for (size_t i = 0; i < n; ++i) {
     const ScheduledSequence& seq = plan.sequences[i];
     auto it = active.find(seq.id);
     if (it == active.end()) {  // a bug: free its resources
       LogError("scheduled sequence ", seq.id, " has no request");
-      done[i] = true;
-      result.outputs.push_back({seq.id, false, 0, true});
+      batch->result.outputs.push_back(SequenceOutput::Finished(seq.id));
       continue;
     }
-    requests[i] = it->second.get();
-    if (!requests[i]->first_scheduled_time) {
-      requests[i]->first_scheduled_time = step_start;
-    }
+    RequestState& r = *it->second;
+    if (!r.first_scheduled_time) r.first_scheduled_time = step_start;
     if (seq.reset_state_slot) {
       absl::Status s = decoder->ResetStateSlot(seq.state_slot);
       if (!s.ok()) {
-        FailRequest(*requests[i], absl::InternalError(s.message()));
-        done[i] = true;
-        result.outputs.push_back({seq.id, false, 0, true});
+        FailRequest(r, absl::InternalError(s.message()));  // r is gone
+        batch->result.outputs.push_back(SequenceOutput::Finished(seq.id));
+        continue;
       }
     }
+    batch->requests[i] = &r;
   }
+}
 
+void Engine::Impl::BuildForwardOptions(const StepPlan& plan, StepBatch* batch) {
+  const size_t n = plan.sequences.size();
+  ForwardOptions& options = batch->forward;
+  options.residual_stats = this->options.residual_stats;
+  options.logits_for_all_tokens = false;
   // The requests' interventions on the residual stream, in this step's rows.
-  StepInterventions interventions;
-  std::vector<std::pair<RequestState*, RequestInterventions::LensRead>>
-      lens_owners;
-  {
-    int64_t row = 0;
-    std::vector<RequestInterventions::LensRead> reads;
-    for (size_t i = 0; i < n; ++i) {
-      const ScheduledSequence& seq = plan.sequences[i];
-      RequestState* r = requests[i];
-      if (r != nullptr && !done[i] && r->interventions) {
-        reads.clear();
-        r->interventions->AddToStep(row, seq.num_tokens, seq.first_position,
-                                    static_cast<int64_t>(r->prompt.size()),
-                                    seq.samples_token(), &r->next_lens_position,
-                                    &interventions, &reads);
-        for (const auto& read : reads) lens_owners.push_back({r, read});
-      }
-      row += seq.num_tokens;
+  int64_t row = 0;
+  std::vector<RequestInterventions::LensRead> reads;
+  for (size_t i = 0; i < n; ++i) {
+    const ScheduledSequence& seq = plan.sequences[i];
+    RequestState* r = batch->requests[i];
+    if (r != nullptr && r->interventions) {
+      reads.clear();
+      r->interventions->AddToStep(row, seq.num_tokens, seq.first_position,
+                                  static_cast<int64_t>(r->prompt.size()),
+                                  seq.samples_token(), &r->next_lens_position,
+                                  &batch->interventions, &reads);
+      for (const auto& read : reads) batch->lens_owners.push_back({r, read});
     }
+    row += seq.num_tokens;
   }
-
-  ForwardOptions forward_options;
-  forward_options.residual_stats = options.residual_stats;
-  forward_options.logits_for_all_tokens = false;
-  // Rows whose logits nobody reads in full get their token chosen on the
-  // backend: greedy sampling without penalties or logprobs (the argmax, the
-  // host sampler's choice); with device sampling, every request (the host
-  // sampler's rule and formulas: token_choice.h; penalties from the
-  // distinct ids of its prompt and output, uploaded each step); and prefill
-  // chunks that sample nothing. Their logits stay on the device.
-  forward_options.device_choice.assign(n, false);
+  options.interventions =
+      batch->interventions.empty() ? nullptr : &batch->interventions;
+  // Where each row's token is chosen (device_choice.h); penalties' history
+  // entries are uploaded each step from the request's distinct ids.
+  options.device_choice.assign(n, false);
   std::vector<TokenChoice> token_choices(n);  // default: the argmax
   bool draws = false;
-  size_t logits_rows = 0;
   for (size_t i = 0; i < n; ++i) {
-    RequestState* r = requests[i];
-    bool device = r == nullptr || done[i] || !plan.sequences[i].samples_token();
-    if (!device) {
-      const SamplingParams& p = r->params;
-      const bool logprobs = p.num_logprobs.has_value();
-      if (p.is_greedy() && !logprobs && !p.has_penalties()) {
-        device = true;
-      } else if (device_sampling) {
-        device = true;
-        draws = true;
-        TokenChoice& choice = token_choices[i];
-        if (!p.is_greedy()) {
-          choice = TokenChoice{p.temperature, p.top_k, p.top_p, p.min_p,
-                               UniformForToken(r->seed, r->output.size())};
-        }
-        choice.num_logprobs = logprobs ? *p.num_logprobs : -1;
-        if (p.has_penalties()) {
-          choice.repetition_penalty = p.repetition_penalty;
-          choice.presence_penalty = p.presence_penalty;
-          choice.frequency_penalty = p.frequency_penalty;
-          AppendHistory(*r, &choice, &forward_options.token_history);
-        }
+    RequestState* r = batch->requests[i];
+    DeviceChoice where = UnsampledRow();
+    if (r != nullptr && plan.sequences[i].samples_token()) {
+      where = ChooseWhereToSample(r->params, device_sampling, r->seed,
+                                  r->output.size());
+    }
+    if (where.draws) {
+      draws = true;
+      token_choices[i] = where.choice;
+      if (r->params.has_penalties()) {
+        AppendHistory(*r, &token_choices[i], &options.token_history);
       }
     }
-    forward_options.device_choice[i] = device;
-    if (!device) ++logits_rows;
+    options.device_choice[i] = where.on_device;
+    if (where.needs_logits()) ++batch->num_logits_rows;
   }
-  if (draws) forward_options.token_choices = std::move(token_choices);
-  forward_options.interventions =
-      interventions.empty() ? nullptr : &interventions;
-  const absl::Time forward_start = absl::Now();
+  if (draws) options.token_choices = std::move(token_choices);
+}
+
+absl::StatusOr<ForwardOutput> Engine::Impl::RunForward(const StepPlan& plan,
+                                                       const StepBatch& batch) {
   absl::Status injected =
       options.fault_hook ? options.fault_hook() : absl::OkStatus();
   absl::StatusOr<ForwardOutput> forward =
       injected.ok() ? decoder->Forward(ToBatchLayout(plan), plan.token_ids,
-                                       forward_options)
+                                       batch.forward)
                     : absl::StatusOr<ForwardOutput>(injected);
-  const absl::Duration forward_time = absl::Now() - forward_start;
-  absl::Status forward_status = forward.status();
-  if (forward_status.ok() &&
+  const size_t n = plan.sequences.size();
+  if (forward.ok() &&
       (forward->logit_rows.size() != n || forward->device_ids.size() != n ||
-       (!forward->device_logprobs.empty() && forward->device_logprobs.size() != n) ||
-       forward->logits.size() != logits_rows * static_cast<size_t>(vocab_size))) {
-    forward_status = absl::InternalError(
+       (!forward->device_logprobs.empty() &&
+        forward->device_logprobs.size() != n) ||
+       forward->logits.size() !=
+           batch.num_logits_rows * static_cast<size_t>(vocab_size))) {
+    forward = absl::InternalError(
         absl::StrCat("the forward returned ", forward->logit_rows.size(),
                      " logit rows for ", n, " sequences"));
   }
-  if (!forward_status.ok()) {
-    LogError("step ", num_steps, " failed: ", forward_status.ToString());
+  if (!forward.ok()) {
+    LogError("step ", num_steps, " failed: ", forward.status().ToString());
   }
-  // UNAVAILABLE from the backend means it cannot run anything anymore (a
-  // sticky device error): fail everything, so the process restarts.
-  if (absl::IsUnavailable(forward_status)) {
-    Fatal(forward_status);
-    return false;
-  }
+  return forward;
+}
 
-  if (forward_status.ok() && !forward->residual_stats.empty()) {
-    RecordResiduals(plan, requests, *forward);
+void Engine::Impl::ReadForward(const StepPlan& plan, const StepBatch& batch,
+                               const ForwardOutput& forward) {
+  if (!forward.residual_stats.empty()) {
+    RecordResiduals(plan, batch.requests, forward);
   }
   const size_t vocab = static_cast<size_t>(vocab_size);
-  if (forward_status.ok() &&
-      forward->lens_logits.size() == lens_owners.size() * vocab) {
-    for (size_t j = 0; j < lens_owners.size(); ++j) {
-      RequestState& r = *lens_owners[j].first;
-      const absl::Span<const float> row(forward->lens_logits.data() + j * vocab,
-                                        vocab);
-      LensReading reading;
-      reading.position = lens_owners[j].second.position;
-      reading.layer = lens_owners[j].second.layer;
-      reading.top =
-          TopLogprobs(row, LogSumExp(row), r.interventions->lens()->top_n);
-      r.pending_lens.push_back(std::move(reading));
-    }
+  if (forward.lens_logits.size() != batch.lens_owners.size() * vocab) return;
+  for (size_t j = 0; j < batch.lens_owners.size(); ++j) {
+    RequestState& r = *batch.lens_owners[j].first;
+    const RequestInterventions::LensRead& read = batch.lens_owners[j].second;
+    const absl::Span<const float> row(forward.lens_logits.data() + j * vocab,
+                                      vocab);
+    LensReading reading;
+    reading.position = read.position;
+    reading.layer = read.layer;
+    reading.top =
+        TopLogprobs(row, LogSumExp(row), r.interventions->lens()->top_n);
+    r.pending_lens.push_back(std::move(reading));
   }
+}
 
+void Engine::Impl::EmitTokens(const StepPlan& plan,
+                              const absl::StatusOr<ForwardOutput>& forward,
+                              StepBatch* batch) {
+  const size_t vocab = static_cast<size_t>(vocab_size);
   size_t next_logits_row = 0;  // the row of forward->logits of sequence i
-  for (size_t i = 0; i < n; ++i) {
-    if (done[i]) continue;  // marked device_choice: no logits row
-    RequestState& r = *requests[i];
+  for (size_t i = 0; i < plan.sequences.size(); ++i) {
+    RequestState* r = batch->requests[i];
+    if (r == nullptr) continue;  // finished already; no logits row
     const ScheduledSequence& seq = plan.sequences[i];
-    if (!forward_status.ok()) {
-      FailRequest(r, absl::InternalError(absl::StrCat(
-                         "forward step failed: ", forward_status.message())));
-      result.outputs.push_back({seq.id, false, 0, true});
+    if (!forward.ok()) {
+      FailRequest(*r, absl::InternalError(absl::StrCat(
+                          "forward step failed: ", forward.status().message())));
+      batch->result.outputs.push_back(SequenceOutput::Finished(seq.id));
       continue;
     }
-    const bool device = forward_options.device_choice[i];
+    const bool device = batch->forward.device_choice[i];
     const size_t logits_row = next_logits_row;
     if (!device) ++next_logits_row;
     if (!seq.samples_token()) continue;
     if (device) {
-      result.outputs.push_back(TakeDeviceToken(
-          r, forward->device_ids[i],
-          forward->device_logprobs.empty() ? nullptr : &forward->device_logprobs[i]));
+      batch->result.outputs.push_back(TakeDeviceToken(
+          *r, forward->device_ids[i],
+          forward->device_logprobs.empty() ? nullptr
+                                           : &forward->device_logprobs[i]));
       continue;
     }
     const absl::Span<const float> row(
-        forward->logits.data() + logits_row * static_cast<size_t>(vocab_size),
-        static_cast<size_t>(vocab_size));
-    result.outputs.push_back(Sample(r, row));
+        forward->logits.data() + logits_row * vocab, vocab);
+    batch->result.outputs.push_back(Sample(*r, row));
   }
+}
 
-  absl::Status updated = scheduler->Update(result);
-  needs_forget = true;
-  if (!updated.ok()) {
-    Fatal(updated);
-    return false;
+void Engine::Impl::ReportStep(const StepPlan& plan, absl::Duration step_time,
+                              absl::Duration forward_time) {
+  if (options.observer == nullptr) return;
+  StepStats stats;
+  stats.num_sequences = static_cast<int64_t>(plan.sequences.size());
+  stats.num_tokens = plan.num_tokens();
+  for (const ScheduledSequence& seq : plan.sequences) {
+    if (seq.samples_token()) ++stats.num_sampled;
+    const int64_t n = seq.num_tokens, cached = seq.first_position + n;
+    stats.attended_keys += n * seq.first_position + n * (n + 1) / 2;
+    stats.context_tokens += cached;
   }
-
-  const absl::Duration step_time = absl::Now() - step_start;
-  if (options.observer != nullptr) {
-    StepStats stats;
-    stats.num_sequences = static_cast<int64_t>(n);
-    stats.num_tokens = plan.num_tokens();
-    for (const ScheduledSequence& seq : plan.sequences) {
-      if (seq.samples_token()) ++stats.num_sampled;
-      const int64_t n = seq.num_tokens, cached = seq.first_position + n;
-      stats.attended_keys += n * seq.first_position + n * (n + 1) / 2;
-      stats.context_tokens += cached;
-    }
-    stats.num_preempted = static_cast<int64_t>(plan.preempted_ids.size());
-    stats.num_waiting = scheduler->num_waiting();
-    stats.kv_block_usage = scheduler->kv_block_usage();
-    stats.state_slot_usage = scheduler->state_slot_usage();
-    stats.step_seconds = Seconds(step_time);
-    stats.forward_seconds = Seconds(forward_time);
-    stats.outside_forward_seconds = Seconds(step_time - forward_time);
-    options.observer->OnStep(stats);
-  }
-  return true;
+  stats.num_preempted = static_cast<int64_t>(plan.preempted_ids.size());
+  stats.num_waiting = scheduler->num_waiting();
+  stats.kv_block_usage = scheduler->kv_block_usage();
+  stats.state_slot_usage = scheduler->state_slot_usage();
+  stats.step_seconds = Seconds(step_time);
+  stats.forward_seconds = Seconds(forward_time);
+  stats.outside_forward_seconds = Seconds(step_time - forward_time);
+  options.observer->OnStep(stats);
 }
 
 void Engine::Impl::Run() {

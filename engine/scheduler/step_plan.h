@@ -69,6 +69,22 @@ struct SequenceOutput {
   // The engine finished the sequence (EOS, stop, max_new_tokens, an error):
   // its blocks and slot are freed.
   bool finished = false;
+
+  // The sequence continues with `token`.
+  static SequenceOutput Continues(uint64_t id, int32_t token) {
+    SequenceOutput out;
+    out.id = id;
+    out.has_token = true;
+    out.token = token;
+    return out;
+  }
+  // The sequence ends here (its last token, if any, was sent already).
+  static SequenceOutput Finished(uint64_t id) {
+    SequenceOutput out;
+    out.id = id;
+    out.finished = true;
+    return out;
+  }
 };
 
 // Outputs of the last plan's sequences, in any order. A sequence that

@@ -164,7 +164,7 @@ TEST(SchedulerTest, ChunkedPrefillAcrossSteps) {
     if (i < 2) {
       // A chunk that does not complete samples nothing.
       StepResult wrong;
-      wrong.outputs.push_back({1, /*has_token=*/true, 9, false});
+      wrong.outputs.push_back(SequenceOutput::Continues(1, 9));
       EXPECT_EQ(s->Update(wrong).code(), absl::StatusCode::kInvalidArgument);
     }
     MustUpdate(*s, Answer(plan));
