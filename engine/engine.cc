@@ -361,6 +361,8 @@ void Engine::Shutdown(absl::Time deadline) {
   if (impl.thread.joinable()) impl.thread.join();
 }
 
+const char* Engine::backend_name() const { return impl_->backend->name(); }
+
 Engine::Counts Engine::counts() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   Counts c = impl_->counts;

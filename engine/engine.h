@@ -182,6 +182,10 @@ class Engine {
   };
   const Capacity& capacity() const { return capacity_; }
 
+  // The backend the model runs on ("cpu", "cuda": Backend::name()), for
+  // build_info and GetModelInfo.
+  const char* backend_name() const;
+
   // What a step of this model must do at the least (FLOPs and bytes, for a
   // benchmark's roofline; the cache sizes above come from it).
   const ForwardWork& forward_work() const { return forward_work_; }

@@ -15,7 +15,8 @@
 namespace tributary {
 namespace {
 
-constexpr const char* kVersion = "0.1.0";
+// The project's version (CMake's project(VERSION)).
+constexpr const char* kVersion = TRIBUTARY_VERSION;
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -134,7 +135,7 @@ absl::Status Server::Init(ServerConfig config) {
   if (config_.metrics_port >= 0) {
     ServerMetricsOptions mo;
     mo.version = kVersion;
-    mo.backend = "cpu";
+    mo.backend = engine->backend_name();
     mo.model = Basename(model_->dir());
     mo.config = &mc;
     mo.capacity = engine->capacity();
@@ -184,7 +185,7 @@ void Server::BuildModelInfo() {
   v1::ModelInfo& info = service_context_.model_info;
   info.set_model_name(Basename(model_->dir()));
   info.set_model_type(mc.model_type);
-  info.set_backend("cpu");
+  info.set_backend(engine_->backend_name());
   info.set_server_version(kVersion);
   info.set_num_layers(static_cast<int32_t>(mc.num_hidden_layers));
   for (LayerKind kind : mc.layer_types) {

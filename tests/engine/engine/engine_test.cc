@@ -134,6 +134,18 @@ TEST(EngineTest, OptionsValidation) {
   EXPECT_EQ((*engine)->capacity().max_sequence_tokens, 1024);
 }
 
+// build_info and GetModelInfo report this name: a CUDA engine must not say
+// "cpu".
+TEST(EngineTest, ReportsTheBackendItRunsOn) {
+  auto engine = Engine::Create(SmallEngineOptions(64, 1));
+  ASSERT_TRUE(engine.ok()) << engine.status();
+#if defined(TRIBUTARY_ENGINE_TESTS_ON_CUDA)
+  EXPECT_STREQ((*engine)->backend_name(), "cuda");
+#else
+  EXPECT_STREQ((*engine)->backend_name(), "cpu");
+#endif
+}
+
 TEST(EngineTest, FullWaitingQueueIsResourceExhausted) {
   EngineOptions options = SmallEngineOptions(64, 1);
   options.scheduler.max_waiting = 2;
