@@ -49,13 +49,13 @@ absl::Status EngineOptions::Validate() const {
     return absl::InvalidArgumentError(
         "synthetic_model: set together with a model or model_dir");
   }
-  if (cuda_device < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cuda_device = ", cuda_device, " must be >= 0"));
+  if (backend.cuda.device < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "backend.cuda.device = ", backend.cuda.device, " must be >= 0"));
   }
-  if (num_threads < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("num_threads = ", num_threads, " must be >= 0"));
+  if (backend.cpu.num_threads < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "backend.cpu.num_threads = ", backend.cpu.num_threads, " must be >= 0"));
   }
   if (cache_memory_budget_bytes < 0) {
     return absl::InvalidArgumentError(
@@ -125,21 +125,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
                "tokenizer): generation stops on length only");
   }
 
-  BackendOptions backend_options;
-  backend_options.kind = options.backend;
-  backend_options.num_threads = options.num_threads;
-  backend_options.cpu_matmul_precision = options.cpu_matmul_precision;
-  backend_options.cpu_step_in_parts = options.cpu_step_in_parts;
-  backend_options.cuda_device = options.cuda_device;
-  backend_options.cuda_graphs = options.cuda_graphs;
-  backend_options.cuda_programmatic_launch = options.cuda_programmatic_launch;
-  backend_options.cuda_tune_gemms = options.cuda_tune_gemms;
-  ASSIGN_OR_RETURN(impl->backend, CreateBackend(backend_options));
+  ASSIGN_OR_RETURN(impl->backend, CreateBackend(options.backend));
   LogInfo("backend: ", impl->backend->name());
   impl->device_sampling =
       options.device_sampling == EngineOptions::DeviceSampling::kOn ||
       (options.device_sampling == EngineOptions::DeviceSampling::kAuto &&
-       options.backend == BackendKind::kCuda);
+       options.backend.kind == BackendKind::kCuda);
 
   SchedulerConfig sc = options.scheduler;
   sc.max_sequence_tokens =
@@ -179,7 +170,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   if (model.synthetic()) load.random_seed = options.synthetic_seed;
   // A progress line every tenth of the weights, for backends that copy them
   // (the CPU aliases the mapped checkpoint: nothing to wait for).
-  if (options.backend != BackendKind::kCpu || model.synthetic()) {
+  if (options.backend.kind != BackendKind::kCpu || model.synthetic()) {
     load.progress = WeightLoadOptions::LogEveryTenth();
   }
   ASSIGN_OR_RETURN(impl->decoder,

@@ -21,7 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "engine/backend/backend_factory.h"
+#include "engine/backend/backend_options.h"
 #include "engine/model/forward_work.h"
 #include "engine/request.h"
 #include "engine/scheduler/scheduler_config.h"
@@ -76,19 +76,9 @@ struct EngineOptions {
   // Without one, prompts are token ids only and text deltas are empty.
   const Tokenizer* tokenizer = nullptr;
   bool load_tokenizer = false;
-  // Where the model runs (backend_factory.h): the CPU (the default) or a
-  // CUDA device.
-  BackendKind backend = BackendKind::kCpu;
-  int cuda_device = 0;
-  // CUDA: run decode steps as CUDA graphs (BackendOptions::cuda_graphs).
-  bool cuda_graphs = true;
-  // CUDA: programmatic dependent launch (BackendOptions::
-  // cuda_programmatic_launch; off until a device run has measured it).
-  bool cuda_programmatic_launch = false;
-  // CUDA: batched decode's products on the algorithm measured fastest for
-  // their shape (BackendOptions::cuda_tune_gemms; off until a device run
-  // has measured it).
-  bool cuda_tune_gemms = false;
+  // Where the model runs and the options of each backend
+  // (backend_options.h): the CPU (the default) or a CUDA device.
+  BackendOptions backend;
   // Where requests that sample, ask logprobs or have penalties get their
   // tokens: on the backend (Backend::ChooseTokens: only the ids and the
   // asked logprobs come back; penalties from each request's distinct
@@ -99,16 +89,8 @@ struct EngineOptions {
   // memory already, and whose ChooseTokens is the naive full sort).
   enum class DeviceSampling { kAuto, kOn, kOff };
   DeviceSampling device_sampling = DeviceSampling::kAuto;
-  // CpuBackend threads; 0 = hardware concurrency.
-  int num_threads = 0;
-  // CpuBackend matmuls: f32 products (the reference numerics) or x rounded
-  // to bf16 for throughput (BackendOptions::cpu_matmul_precision).
-  MatMulPrecision cpu_matmul_precision = MatMulPrecision::kF32;
-  // Whether the CPU runs a step of several sequences in parts, one per
-  // thread (BackendOptions::cpu_step_in_parts); the same tokens either way.
-  bool cpu_step_in_parts = true;
   // Cores the engine thread may run on (sched_setaffinity); empty = any.
-  // With num_threads = 1 that is all of the engine's compute: a server can
+  // With backend.cpu.num_threads = 1 that is all of the engine's compute: a server can
   // keep it apart from its RPC threads.
   std::vector<int> engine_cpus;
   // Step budgets, queue bound and context limit. When num_kv_blocks and

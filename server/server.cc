@@ -106,13 +106,7 @@ absl::Status Server::Init(ServerConfig config) {
   EngineOptions eo;
   eo.model = &*model_;
   eo.tokenizer = tokenizer_.get();
-  eo.num_threads = config_.num_threads;
-  eo.cpu_matmul_precision = config_.cpu_matmul_precision;
   eo.backend = config_.backend;
-  eo.cuda_device = config_.cuda_device;
-  eo.cuda_graphs = config_.cuda_graphs;
-  eo.cuda_programmatic_launch = config_.cuda_programmatic_launch;
-  eo.cuda_tune_gemms = config_.cuda_tune_gemms;
   eo.device_sampling = config_.device_sampling
                            ? EngineOptions::DeviceSampling::kAuto
                            : EngineOptions::DeviceSampling::kOff;

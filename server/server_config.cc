@@ -179,16 +179,17 @@ absl::StatusOr<ServerConfig> ParseServerFlags(int argc, const char* const* argv,
   ASSIGN_OR_RETURN(long long synthetic_seed,
                    args.GetInt("synthetic-seed", 1, 0, INT64_MAX));
   c.synthetic_seed = static_cast<uint64_t>(synthetic_seed);
-  ASSIGN_OR_RETURN(c.backend, ParseBackendKind(args.GetOr("backend", "cpu")));
+  ASSIGN_OR_RETURN(c.backend.kind,
+                   ParseBackendKind(args.GetOr("backend", "cpu")));
   ASSIGN_OR_RETURN(long long cuda_device, args.GetInt("cuda-device", 0, 0, 1023));
-  c.cuda_device = static_cast<int>(cuda_device);
-  c.cuda_graphs = !args.Has("no-cuda-graphs");
-  c.cuda_programmatic_launch = args.Has("cuda-programmatic-launch");
-  c.cuda_tune_gemms = args.Has("cuda-tune-gemms");
+  c.backend.cuda.device = static_cast<int>(cuda_device);
+  c.backend.cuda.graphs = !args.Has("no-cuda-graphs");
+  c.backend.cuda.programmatic_launch = args.Has("cuda-programmatic-launch");
+  c.backend.cuda.tune_gemms = args.Has("cuda-tune-gemms");
   c.device_sampling = !args.Has("no-device-sampling");
   ASSIGN_OR_RETURN(long long threads, args.GetInt("threads", 0, 0, 1024));
-  c.num_threads = static_cast<int>(threads);
-  ASSIGN_OR_RETURN(c.cpu_matmul_precision,
+  c.backend.cpu.num_threads = static_cast<int>(threads);
+  ASSIGN_OR_RETURN(c.backend.cpu.matmul_precision,
                    ParseMatMulPrecision(args.GetOr("cpu-matmul", "f32")));
   if (auto cpus = args.Get("engine-cpus")) {
     for (absl::string_view part : absl::StrSplit(*cpus, ',')) {

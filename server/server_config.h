@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "engine/backend/backend_factory.h"
+#include "engine/backend/backend_options.h"
 
 namespace tributary {
 
@@ -28,24 +28,17 @@ struct ServerConfig {
   // no tokenizer (token-id prompts) and no stop tokens.
   std::string synthetic_model;
   uint64_t synthetic_seed = 1;
-  // --backend cpu|cuda, and --cuda-device N.
-  BackendKind backend = BackendKind::kCpu;
-  int cuda_device = 0;
-  // --no-cuda-graphs: decode steps as plain launches (graphs are on).
-  bool cuda_graphs = true;
-  // --cuda-programmatic-launch: kernels may start while the one before them
-  // finishes (EngineOptions::cuda_programmatic_launch; off by default).
-  bool cuda_programmatic_launch = false;
-  // --cuda-tune-gemms: batched decode's products on the algorithm measured
-  // fastest for their shape (EngineOptions::cuda_tune_gemms; off by default).
-  bool cuda_tune_gemms = false;
+  // Where the model runs (EngineOptions::backend): --backend cpu|cuda;
+  // CUDA: --cuda-device N, --no-cuda-graphs (decode steps as plain
+  // launches), --cuda-programmatic-launch (kernels may start while the one
+  // before them finishes; off by default), --cuda-tune-gemms (batched
+  // decode's products on the algorithm measured fastest for their shape;
+  // off by default); CPU: --threads N (compute threads; 0 = every core),
+  // --cpu-matmul f32|bf16.
+  BackendOptions backend;
   // --no-device-sampling: CUDA: sampled requests draw on the host from the
   // copied logits rows (EngineOptions::device_sampling; on by default).
   bool device_sampling = true;
-  // CpuBackend compute threads (--threads); 0 = every core.
-  int num_threads = 0;
-  // --cpu-matmul f32|bf16 (EngineOptions::cpu_matmul_precision).
-  MatMulPrecision cpu_matmul_precision = MatMulPrecision::kF32;
   // Cores for the engine thread (--engine-cpus 0,1); empty = any. With
   // --threads 1, e.g. `taskset -c 1 tributary-server --engine-cpus 0`
   // keeps the model on core 0 and gRPC on core 1.

@@ -154,7 +154,7 @@ absl::Status Run(int argc, char** argv) {
 
   BackendOptions bo;
   bo.kind = BackendKind::kCuda;
-  bo.cuda_device = static_cast<int>(device);
+  bo.cuda.device = static_cast<int>(device);
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(bo));
   CudaBackend* cuda = dynamic_cast<CudaBackend*>(backend.get());
   if (cuda == nullptr) return absl::InternalError("not the CUDA backend");

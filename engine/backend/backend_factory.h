@@ -9,42 +9,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/backend/backend.h"
-#include "engine/backend/cpu/delta_rule.h"
-#include "engine/backend/cpu/matmul.h"
+#include "engine/backend/backend_options.h"
 
 namespace tributary {
-
-enum class BackendKind { kCpu, kCuda };
-
-// "cpu" or "cuda"; INVALID_ARGUMENT otherwise.
-absl::StatusOr<BackendKind> ParseBackendKind(absl::string_view name);
-const char* BackendKindName(BackendKind kind);
-
-struct BackendOptions {
-  BackendKind kind = BackendKind::kCpu;
-  int num_threads = 0;  // CPU compute threads; 0 = every online core
-  // CpuBackendOptions::matmul_precision: f32 (the reference) or bf16.
-  MatMulPrecision cpu_matmul_precision = MatMulPrecision::kF32;
-  // CpuBackendOptions::delta_rule_form.
-  DeltaRuleForm cpu_delta_rule_form = DeltaRuleForm::kFastest;
-  // CpuBackendOptions::step_in_parts.
-  bool cpu_step_in_parts = true;
-  int cuda_device = 0;  // CUDA device ordinal
-  // CUDA activations: bf16 (the design's) or f32 (to separate rounding from
-  // bugs when checking the kernels).
-  ElementType cuda_activation_type = ElementType::kBF16;
-  // CudaBackendOptions::straightforward_kernels, attention_run_keys and
-  // delta_rule_workspace_bytes (0: the backend's default).
-  bool cuda_straightforward_kernels = false;
-  int64_t cuda_attention_run_keys = 0;
-  size_t cuda_delta_rule_workspace_bytes = 0;
-  // CudaBackendOptions::graphs: decode steps as CUDA graphs.
-  bool cuda_graphs = true;
-  // CudaBackendOptions::programmatic_launch.
-  bool cuda_programmatic_launch = false;
-  // CudaBackendOptions::tune_gemms.
-  bool cuda_tune_gemms = false;
-};
 
 // Whether this build has the CUDA backend (the toolkit was found at build
 // time).

@@ -37,7 +37,7 @@
 // 2-core AVX-512 VM a batch-1 step also runs 7–17 % faster while the
 // machine is in the state that both cores reading its shared cache at once
 // raise, which a 32-wide warm-up does and idling ~100 ms undoes:
-// bench/README.md.)
+// bench/journal/batch1-two-speeds.md.)
 // --cpu-matmul bf16 rounds the CPU matmuls' inputs to bf16
 // (CpuBackendOptions::matmul_precision).
 // --cpu-one-piece runs every CPU step in one piece, each op on all the
@@ -444,15 +444,15 @@ absl::Status Run(int argc, char** argv) {
   EngineOptions options;
   options.model = &model;
   options.tokenizer = tokenizer.get();
-  options.num_threads = static_cast<int>(threads);
-  ASSIGN_OR_RETURN(options.cpu_matmul_precision,
+  options.backend.cpu.num_threads = static_cast<int>(threads);
+  ASSIGN_OR_RETURN(options.backend.cpu.matmul_precision,
                    ParseMatMulPrecision(args.GetOr("cpu-matmul", "f32")));
-  options.cpu_step_in_parts = !args.Has("cpu-one-piece");
-  options.backend = backend;
-  options.cuda_device = static_cast<int>(device);
-  options.cuda_graphs = !args.Has("no-cuda-graphs");
-  options.cuda_programmatic_launch = args.Has("cuda-programmatic-launch");
-  options.cuda_tune_gemms = args.Has("cuda-tune-gemms");
+  options.backend.cpu.step_in_parts = !args.Has("cpu-one-piece");
+  options.backend.kind = backend;
+  options.backend.cuda.device = static_cast<int>(device);
+  options.backend.cuda.graphs = !args.Has("no-cuda-graphs");
+  options.backend.cuda.programmatic_launch = args.Has("cuda-programmatic-launch");
+  options.backend.cuda.tune_gemms = args.Has("cuda-tune-gemms");
   options.device_sampling =
       args.Has("device-sampling")      ? EngineOptions::DeviceSampling::kOn
       : args.Has("no-device-sampling") ? EngineOptions::DeviceSampling::kOff
@@ -603,8 +603,8 @@ absl::Status Run(int argc, char** argv) {
   out["prompt_tokens"] = prompt_tokens;
   out["output_tokens"] = output_tokens;
   out["threads"] = threads;
-  out["cpu_matmul"] = MatMulPrecisionName(options.cpu_matmul_precision);
-  out["cpu_step_in_parts"] = options.cpu_step_in_parts;
+  out["cpu_matmul"] = MatMulPrecisionName(options.backend.cpu.matmul_precision);
+  out["cpu_step_in_parts"] = options.backend.cpu.step_in_parts;
   out["residual_stats"] = options.residual_stats;
   out["max_running"] = max_running;
   out["max_tokens_per_step"] = max_tokens_per_step;
@@ -671,7 +671,7 @@ absl::Status Run(int argc, char** argv) {
         "%d requests (%s), prompt %d, output %d, threads %d, cpu matmul %s, "
         "%d warm-up requests\n",
         num_requests, mode, prompt_tokens, output_tokens, threads,
-        MatMulPrecisionName(options.cpu_matmul_precision), warmup);
+        MatMulPrecisionName(options.backend.cpu.matmul_precision), warmup);
     std::cout << absl::StrFormat("wall                   %.3f s\n", wall);
     std::cout << absl::StrFormat("requests/s             %.3f\n",
                                  out["requests_per_second"].get<double>());

@@ -106,13 +106,13 @@ absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(backend_options.kind,
                    ParseBackendKind(args.Get("backend").value_or("cpu")));
   ASSIGN_OR_RETURN(int64_t device, args.GetInt("device", 0, 0, 1023));
-  backend_options.num_threads = static_cast<int>(threads);
-  ASSIGN_OR_RETURN(backend_options.cpu_matmul_precision,
+  backend_options.cpu.num_threads = static_cast<int>(threads);
+  ASSIGN_OR_RETURN(backend_options.cpu.matmul_precision,
                    ParseMatMulPrecision(args.GetOr("cpu-matmul", "f32")));
-  backend_options.cuda_device = static_cast<int>(device);
-  backend_options.cuda_graphs = !args.Has("no-cuda-graphs");
-  backend_options.cuda_programmatic_launch = args.Has("cuda-programmatic-launch");
-  backend_options.cuda_tune_gemms = args.Has("cuda-tune-gemms");
+  backend_options.cuda.device = static_cast<int>(device);
+  backend_options.cuda.graphs = !args.Has("no-cuda-graphs");
+  backend_options.cuda.programmatic_launch = args.Has("cuda-programmatic-launch");
+  backend_options.cuda.tune_gemms = args.Has("cuda-tune-gemms");
   ASSIGN_OR_RETURN(int64_t seed, args.GetInt("seed", 1, 0, INT64_MAX));
 
   const absl::Time load_start = absl::Now();

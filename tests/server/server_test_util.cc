@@ -25,7 +25,7 @@ namespace testing_util {
 ServerConfig TestServerConfig() {
   ServerConfig c;
   c.model_dir = std::string(TRIBUTARY_SOURCE_DIR) + "/models/tiny-shakespeare";
-  c.num_threads = 1;
+  c.backend.cpu.num_threads = 1;
   c.host = "127.0.0.1";
   c.api_port = 0;
   c.health_port = 0;

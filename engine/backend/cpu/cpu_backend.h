@@ -14,6 +14,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "engine/backend/backend_options.h"
 #include "engine/backend/backend.h"
 #include "engine/backend/cpu/delta_rule.h"
 #include "engine/backend/cpu/matmul.h"
@@ -21,39 +22,6 @@
 
 namespace tributary {
 
-struct CpuBackendOptions {
-  // Compute threads, the calling thread included; 0 = every online core.
-  int num_threads = 0;
-  // What the matmuls multiply (matmul.h). kF32, the default, is the
-  // reference numerics; kBF16 rounds each matmul's input to bf16 for up to
-  // twice the throughput of compute-bound steps (batched decode, prefill),
-  // and needs AVX512_BF16 (Create fails without it rather than run the slow
-  // portable path).
-  MatMulPrecision matmul_precision = MatMulPrecision::kF32;
-  // Which form each sequence's delta rule takes (delta_rule.h): the faster
-  // one by default, or transformers' choice (to test the chunked form on
-  // models whose small heads would take the recurrent one).
-  DeltaRuleForm delta_rule_form = DeltaRuleForm::kFastest;
-  // Whether a step of several sequences runs in parts (Backend::StepParts),
-  // one per thread, each part's ops on its thread alone: no hand-over or
-  // join between ops, and no op left to one thread while the others wait.
-  // Each thread then reads every weight, which costs where the weights come
-  // from memory rather than a cache they share (bench/README.md, "A step in
-  // parts"). The results are the same bits either way.
-  bool step_in_parts = true;
-  // The fewest tokens a part must have on average for a step to run in
-  // parts (weights in the shared cache; from memory, 64). Below it each
-  // part reads every weight for too few tokens, and the step in one piece,
-  // whose products split the weights between the threads, is faster: on
-  // a 2-core AVX-512 VM, 2 threads, decode at 2 and 4 sequences ran 20 % and
-  // 8 % faster in one piece (bench/README.md). At least 1.
-  int64_t min_part_tokens = 4;
-  // A step runs in n parts only while its largest part (BatchLayout::
-  // PartBegins) holds at most this many times its share of the tokens,
-  // else in fewer: a prompt chunk beside a few decodes would leave one
-  // thread running the chunk alone while the others wait. At least 1.
-  double max_part_imbalance = 1.5;
-};
 
 class CpuBackend final : public Backend {
  public:

@@ -33,6 +33,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/backend/backend_options.h"
 #include "engine/backend/cpu/matmul.h"
 #include "engine/backend/cpu/reference_ops.h"
 #include "engine/backend/cpu/thread_pool.h"
@@ -54,17 +55,6 @@ struct DeltaRuleCall {
   bool recurrent = false;       // the recurrent form instead of the chunked
 };
 
-// Which form a sequence's delta rule takes (the two agree to rounding: at
-// most ~4e-7 of max |out| in bench/cpu/delta_rule_bench).
-enum class DeltaRuleForm : uint8_t {
-  // The faster one for the sequence's token count and head shape
-  // (DeltaRuleTakesRecurrentForm). The default.
-  kFastest,
-  // As transformers: the recurrent form for one token after cached ones,
-  // the chunked form for every other call (any prompt). For tests that keep
-  // the chunked form covered on models whose heads would take the other.
-  kAsTransformers,
-};
 
 // Whether a sequence with `num_tokens` new tokens from `first_position`
 // takes the recurrent form under `form`. kFastest: the recurrent form for a

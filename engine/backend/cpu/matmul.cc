@@ -38,7 +38,7 @@ constexpr int64_t kRowsPerUnit = 16;
 // two cores streaming at once are nearly twice as fast as one: with 2^18
 // here the batch-1 down projection (196 k multiply-adds) ran on one thread
 // at 0.125 ms a step, on two at 0.070 ms, and a batch-1 step went from
-// 0.58 to 0.47 ms (bench/README.md). 2^15 multiply-adds are
+// 0.58 to 0.47 ms (bench/journal/thread-pool.md). 2^15 multiply-adds are
 // 64 KiB of bf16 weights, ~3 µs on one core.
 constexpr int64_t kMinParallelMacs = int64_t{1} << 15;
 // Each thread takes one contiguous share of a product's output rows (one
@@ -52,7 +52,7 @@ constexpr int64_t kMinParallelMacs = int64_t{1} << 15;
 // between the cores (an empty ParallelFor: 0.9 µs in 2 chunks, 1.7 µs in
 // 8): batch-1 step, best of 6 alternated, 0.46–0.54 → 0.43–0.47 ms on the
 // default model, 10.4–10.9 → 9.6–10.4 ms on the mid-size one
-// (bench/README.md).
+// (bench/journal/thread-pool.md).
 
 const MatMulKernels& KernelsFor(MatMulIsa isa) {
   switch (isa) {
@@ -346,7 +346,7 @@ constexpr int64_t kWideMinTokenTiles = 12;
 // and widened once a block, instead of 8-token tiles over blocks of groups
 // (each tile widening every weight it reads in registers). A 2-core AVX-512
 // VM (2 MiB L2 a core), 2 threads, a decode step in one piece, best of 3–4
-// alternated runs (step_ops_bench --one-piece; bench/README.md): the mid-size
+// alternated runs (step_ops_bench --one-piece; bench/journal/matmul-tiles.md): the mid-size
 // model (weights from memory) at 32 tokens, the step 44.4 → 38.5 ms and its
 // GateUp products 12.5 → 10.2 ms; the default model at 24 and 32 tokens,
 // GateUp 0.618 → 0.602 and 0.835 → 0.776 ms; at 48, 64 and 90 tokens on the
@@ -418,7 +418,7 @@ void RunWideSlices(const F32PairKernels& kern, const Problem& p,
 // continuing its chains from the previous stretch's results in y (exact):
 // the same chains, so the same bits. One block: one thread, a batch-16
 // decode step: the GateUp products 0.766 → 0.716 ms, the LM head 0.166 →
-// 0.151 (bench/README.md). Two blocks: kTransposedMaxTokens.
+// 0.151 (bench/journal/matmul-tiles.md). Two blocks: kTransposedMaxTokens.
 constexpr int64_t kTransposedPairs = 128;  // 16 KiB of x in all
 
 // The blocks T tokens take in the transposed form, or 0 where it does not
@@ -746,16 +746,6 @@ bool MatMulIsaSupported(MatMulIsa isa) {
   return false;
 }
 
-const char* MatMulPrecisionName(MatMulPrecision precision) {
-  return precision == MatMulPrecision::kBF16 ? "bf16" : "f32";
-}
-
-absl::StatusOr<MatMulPrecision> ParseMatMulPrecision(absl::string_view name) {
-  if (name == "f32") return MatMulPrecision::kF32;
-  if (name == "bf16") return MatMulPrecision::kBF16;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "matmul precision \"", name, "\" is not one of f32, bf16"));
-}
 
 bool MatMulBf16DotSupported() {
   static const bool supported = MatMulIsaSupported(MatMulIsa::kAvx512) &&

@@ -64,6 +64,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "engine/backend/backend_options.h"
 #include "engine/backend/cpu/thread_pool.h"
 #include "engine/backend/element_type.h"
 
@@ -86,21 +87,6 @@ MatMulIsa BestMatMulIsa();
 // with per-ISA variants (matmul, delta rule, attention).
 MatMulIsa ResolveMatMulIsa(MatMulIsa isa);
 
-// What a matmul multiplies.
-enum class MatMulPrecision : uint8_t {
-  // x as given: f32 products, the reference numerics (design.md §7; ~1e-4 of
-  // transformers in float32). The default.
-  kF32,
-  // x rounded to bf16 (to nearest even: ~2^-9 relative per element, the
-  // rounding the CUDA backend's bf16 activations already carry) times bf16
-  // weights, exact products summed in f32. For throughput on CPUs with
-  // AVX512_BF16. f32 and f16 weights keep kF32.
-  kBF16,
-};
-
-const char* MatMulPrecisionName(MatMulPrecision precision);  // "f32", "bf16"
-// "f32" or "bf16"; INVALID_ARGUMENT otherwise.
-absl::StatusOr<MatMulPrecision> ParseMatMulPrecision(absl::string_view name);
 
 // How a product's weights are laid out.
 enum class WeightLayout : uint8_t {

@@ -67,31 +67,6 @@ struct CudaBackend::DeviceLayoutBuffer {
   cuda::DeviceLayout view;
 };
 
-absl::Status CudaBackendOptions::Validate() const {
-  if (device < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device = ", device, " must be ≥ 0"));
-  }
-  if (max_graphs < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_graphs = ", max_graphs, " must be ≥ 1"));
-  }
-  if (delta_rule_workspace_bytes == 0) {
-    return absl::InvalidArgumentError(
-        "delta_rule_workspace_bytes must be > 0");
-  }
-  if (attention_run_keys < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "attention_run_keys = ", attention_run_keys, " must be ≥ 0"));
-  }
-  if (activation_type != ElementType::kBF16 &&
-      activation_type != ElementType::kF32) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("activation_type = ", ElementTypeName(activation_type),
-                     " must be bf16 or f32"));
-  }
-  return absl::OkStatus();
-}
 
 CudaBackend::CudaBackend(const CudaBackendOptions& options)
     : options_(options),

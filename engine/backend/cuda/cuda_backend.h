@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/backend/backend_options.h"
 
 // The runtime's opaque handle types, declared so that this header needs no
 // CUDA include (it is included by code g++ compiles without the toolkit's
@@ -53,55 +54,6 @@ class GemmTuner;
 class LaunchRecorder;
 }  // namespace cuda
 
-struct CudaBackendOptions {
-  int device = 0;  // CUDA device ordinal
-  // cuBLAS workspace (cublasSetWorkspace); 32 MiB is what NVIDIA advises for
-  // Hopper.
-  size_t cublas_workspace_bytes = size_t{32} << 20;
-  // The activation (and matrix weight) type: bf16, the design's, or f32 to
-  // tell rounding from bugs (the decoder then matches transformers' f32
-  // reference as closely as the CPU does).
-  ElementType activation_type = ElementType::kBF16;
-  // Attention and the delta rule by their straightforward kernels (one warp
-  // per query head and token; one warp per state column, recurrent) and
-  // every product by cuBLAS, instead of the fast kernels (split and flash
-  // attention, the tiled and chunked delta rule, the few-token product):
-  // the baseline for side-by-side measurements.
-  bool straightforward_kernels = false;
-  // The shortest run of keys of the split attention; 0 chooses per call (as
-  // many runs as fill the multiprocessors, at least 64 keys each). Either
-  // way each token's keys are cut into runs of equal length (SplitRunKeys).
-  // Tests set it small to exercise the merge.
-  int64_t attention_run_keys = 0;
-  // The most bytes of per-chunk intermediates of the chunked delta rule
-  // (U, W, P and the decay sums of each 64-token chunk, about 80 KiB per
-  // chunk and value head of the 27B). A long prefill runs in passes over
-  // its chunks within it; a pass takes at least one chunk of every prefill
-  // sequence of the step, which may exceed it. Tests set it small to
-  // exercise the passes.
-  size_t delta_rule_workspace_bytes = size_t{64} << 20;
-  // Graph regions (backend.h) as CUDA graphs: a region's work is recorded,
-  // captured into a graph the first time its exact launches are seen, and
-  // replayed after that; at most max_graphs are kept (least recently used
-  // dropped). Off: regions run as plain launches.
-  bool graphs = true;
-  int max_graphs = 64;
-  // Kernels launched with programmatic dependent launch
-  // (programmatic_launch.h): each may be scheduled while the one before it
-  // finishes, and waits for it before reading anything. Off by default
-  // until a device run has measured it.
-  bool programmatic_launch = false;
-  // Products that go to cuBLAS (not the few-token kernel) with at most
-  // kTuneMaxTokens tokens, batched decode's, run the algorithm measured
-  // fastest for their shape on this device (gemm_tuner.h): cuBLASLt's
-  // heuristic's first algorithms and cublasGemmEx's default, each new shape
-  // timed once, when first met. Off by default until a device run has
-  // measured it: a choice made by measurement can differ from one process
-  // to the next, and with it a product's rounding.
-  bool tune_gemms = false;
-
-  absl::Status Validate() const;
-};
 
 // What the GEMM tuner found for one product shape (CudaBackend::
 // gemm_tunings; cuda/gemm_tuner.h's GemmChoice in the backend's terms).

@@ -784,11 +784,14 @@ class CudaKernelFormTest : public CudaBackendTest,
  protected:
   BackendOptions Options() const override {
     BackendOptions options;
-    options.cuda_straightforward_kernels = GetParam().straightforward;
-    options.cuda_attention_run_keys = GetParam().run_keys;
-    options.cuda_delta_rule_workspace_bytes = GetParam().delta_rule_workspace_bytes;
-    options.cuda_programmatic_launch = GetParam().programmatic_launch;
-    options.cuda_tune_gemms = GetParam().tune_gemms;
+    options.cuda.straightforward_kernels = GetParam().straightforward;
+    options.cuda.attention_run_keys = GetParam().run_keys;
+    if (GetParam().delta_rule_workspace_bytes > 0) {  // else the default
+      options.cuda.delta_rule_workspace_bytes =
+          GetParam().delta_rule_workspace_bytes;
+    }
+    options.cuda.programmatic_launch = GetParam().programmatic_launch;
+    options.cuda.tune_gemms = GetParam().tune_gemms;
     return options;
   }
   void SetUp() override {
@@ -1316,7 +1319,7 @@ class CudaGemmTunerTest : public CudaBackendTest {
  protected:
   BackendOptions Options() const override {
     BackendOptions options;
-    options.cuda_tune_gemms = true;
+    options.cuda.tune_gemms = true;
     return options;
   }
   void TearDown() override { cuda_emulation::ResetLtAlgorithmDelays(); }

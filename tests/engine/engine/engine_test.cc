@@ -9,6 +9,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "engine/backend/cpu/matmul.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/engine/engine/engine_test_util.h"
@@ -119,7 +120,7 @@ TEST(EngineTest, OptionsValidation) {
   EXPECT_THAT(std::string(Engine::Create(options).status().message()),
               HasSubstr("model"));
   options = SmallEngineOptions(16, 2);
-  options.num_threads = -1;
+  options.backend.cpu.num_threads = -1;
   EXPECT_THAT(std::string(Engine::Create(options).status().message()),
               HasSubstr("num_threads"));
   options = SmallEngineOptions(0, 0);
@@ -464,7 +465,7 @@ TEST(EngineTest, Bf16MatMulsMoveTheLogprobsSlightly) {
   if (!MatMulBf16DotSupported()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
   auto run = [](MatMulPrecision precision) {
     EngineOptions options = SmallEngineOptions(64, 4);
-    options.cpu_matmul_precision = precision;
+    options.backend.cpu.matmul_precision = precision;
     auto engine = Engine::Create(options);
     EXPECT_TRUE(engine.ok()) << engine.status();
     GenerateRequest r = Greedy(Encode("ROMEO:\nBut soft"), 1);

@@ -50,7 +50,7 @@ EngineOptions SmallEngineOptions(int64_t num_kv_blocks,
                                  int64_t num_state_slots) {
   EngineOptions options;
   options.model = &DefaultModel();
-  options.num_threads = 1;
+  options.backend.cpu.num_threads = 1;
   options.scheduler.num_kv_blocks = num_kv_blocks;
   options.scheduler.num_state_slots = num_state_slots;
   options.scheduler.kv_block_size = 16;
@@ -62,7 +62,7 @@ EngineOptions SmallEngineOptions(int64_t num_kv_blocks,
 #if defined(TRIBUTARY_ENGINE_TESTS_ON_CUDA)
   // engine_cuda_emulated_test: the same tests with the CUDA backend (on its
   // CPU emulation).
-  options.backend = BackendKind::kCuda;
+  options.backend.kind = BackendKind::kCuda;
 #endif
   return options;
 }

@@ -120,11 +120,11 @@ Synthetic MakeSynthetic(const std::string& preset, BackendKind kind,
   s.model = std::make_unique<ModelDirectory>(std::move(*model));
   BackendOptions options;
   options.kind = kind;
-  options.num_threads = 2;
-  options.cuda_activation_type = cuda_activations;
-  options.cuda_graphs = graphs;
-  options.cuda_programmatic_launch = programmatic_launch;
-  options.cuda_tune_gemms = tune_gemms;
+  options.cpu.num_threads = 2;
+  options.cuda.activation_type = cuda_activations;
+  options.cuda.graphs = graphs;
+  options.cuda.programmatic_launch = programmatic_launch;
+  options.cuda.tune_gemms = tune_gemms;
   auto backend = CreateBackend(options);
   EXPECT_TRUE(backend.ok()) << backend.status();
   if (!backend.ok()) return s;

@@ -17,10 +17,10 @@ Harness::Harness(const std::string& dir, int64_t num_blocks, int64_t num_slots,
   model_ = std::make_unique<ModelDirectory>(std::move(*model));
   BackendOptions options;
   options.kind = backend_kind;
-  options.num_threads = 2;
-  options.cuda_activation_type = cuda_activations;
-  options.cpu_matmul_precision = cpu_matmul;
-  options.cpu_delta_rule_form = cpu_delta_rule;
+  options.cpu.num_threads = 2;
+  options.cuda.activation_type = cuda_activations;
+  options.cpu.matmul_precision = cpu_matmul;
+  options.cpu.delta_rule_form = cpu_delta_rule;
   auto backend = CreateBackend(options);
   EXPECT_TRUE(backend.ok()) << backend.status();
   if (!backend.ok()) return;
