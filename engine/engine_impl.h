@@ -162,9 +162,10 @@ struct Engine::Impl {
   // Interventions and where each row's token is chosen.
   void BuildForwardOptions(const StepPlan& plan,
                            engine_internal::StepBatch* batch);
-  // The fault hook, the forward, and a check of its output's shape.
+  // The fault hook, the forward, and a check of its output's shape. The
+  // plan's block tables move into the forward's layout.
   absl::StatusOr<ForwardOutput> RunForward(
-      const StepPlan& plan, const engine_internal::StepBatch& batch);
+      StepPlan* plan, const engine_internal::StepBatch& batch);
   // Residual statistics and logit-lens readings into the requests.
   void ReadForward(const StepPlan& plan, const engine_internal::StepBatch& batch,
                    const ForwardOutput& forward);

@@ -10,6 +10,7 @@
 #include "engine/engine_impl.h"
 #include "engine/sampling/logprobs.h"
 #include "engine/sampling/device_choice.h"
+#include "engine/step_layout.h"
 
 namespace tributary {
 
@@ -243,13 +244,13 @@ bool Engine::Impl::Step() {
     Fatal(planned.status());
     return false;
   }
-  const StepPlan& plan = *planned;
+  StepPlan& plan = *planned;
   if (!StartStep(plan)) return true;
   StepBatch batch;
   ResolveRequests(plan, step_start, &batch);
   BuildForwardOptions(plan, &batch);
   const absl::Time forward_start = absl::Now();
-  const absl::StatusOr<ForwardOutput> forward = RunForward(plan, batch);
+  const absl::StatusOr<ForwardOutput> forward = RunForward(&plan, batch);
   const absl::Duration forward_time = absl::Now() - forward_start;
   // UNAVAILABLE from the backend means it cannot run anything anymore (a
   // sticky device error): fail everything, so the process restarts.
@@ -368,15 +369,15 @@ void Engine::Impl::BuildForwardOptions(const StepPlan& plan, StepBatch* batch) {
   if (draws) options.token_choices = std::move(token_choices);
 }
 
-absl::StatusOr<ForwardOutput> Engine::Impl::RunForward(const StepPlan& plan,
+absl::StatusOr<ForwardOutput> Engine::Impl::RunForward(StepPlan* plan,
                                                        const StepBatch& batch) {
   absl::Status injected =
       options.fault_hook ? options.fault_hook() : absl::OkStatus();
   absl::StatusOr<ForwardOutput> forward =
-      injected.ok() ? decoder->Forward(ToBatchLayout(plan), plan.token_ids,
+      injected.ok() ? decoder->Forward(TakeBatchLayout(plan), plan->token_ids,
                                        batch.forward)
                     : absl::StatusOr<ForwardOutput>(injected);
-  const size_t n = plan.sequences.size();
+  const size_t n = plan->sequences.size();
   if (forward.ok() &&
       (forward->logit_rows.size() != n || forward->device_ids.size() != n ||
        (!forward->device_logprobs.empty() &&

@@ -6,7 +6,7 @@
 // The engine loop:
 //   Add / Cancel (requests and cancellations from the inbox)
 //   plan = Schedule()            -> reset the fresh state slots, run
-//                                   Forward(ToBatchLayout(plan),
+//                                   Forward(TakeBatchLayout(&plan),
 //                                   plan.token_ids), sample
 //   Update(result)               -> tokens appended, finished sequences freed
 // A non-empty plan must be answered by Update() before the next Schedule().

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/backend/batch_layout.h"
 
 namespace tributary {
 
@@ -54,10 +53,6 @@ struct StepPlan {
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
   bool empty() const { return sequences.empty(); }
 };
-
-// The layout of HybridDecoder::Forward for `plan`: rows are the scheduled
-// sequences' tokens back to back, in plan order.
-BatchLayout ToBatchLayout(const StepPlan& plan);
 
 // What the engine did with one scheduled sequence.
 struct SequenceOutput {

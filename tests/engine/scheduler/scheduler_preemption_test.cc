@@ -168,34 +168,5 @@ TEST(SchedulerTest, UpdateChecksTheResultBeforeChangingAnything) {
   EXPECT_FALSE(s->has_unfinished());
 }
 
-TEST(SchedulerTest, ToBatchLayoutConcatenatesRows) {
-  auto s = Make(SmallConfig());
-  ASSERT_TRUE(s->Add(Request(1, 3)).ok());
-  ASSERT_TRUE(s->Add(Request(2, 6)).ok());
-  MustUpdate(*s, Answer(MustSchedule(*s)));
-  ASSERT_TRUE(s->Add(Request(3, 5)).ok());
-  const StepPlan plan = MustSchedule(*s);
-  const BatchLayout layout = ToBatchLayout(plan);
-  ASSERT_EQ(layout.sequences.size(), 3u);
-  EXPECT_EQ(layout.num_tokens(), plan.num_tokens());
-  EXPECT_EQ(layout.num_tokens(), 7);
-  int64_t offset = 0;
-  for (size_t i = 0; i < 3; ++i) {
-    const SequenceSlice& slice = layout.sequences[i];
-    const ScheduledSequence& entry = plan.sequences[i];
-    EXPECT_EQ(slice.token_offset, offset);
-    EXPECT_EQ(slice.num_tokens, entry.num_tokens);
-    EXPECT_EQ(slice.first_position, entry.first_position);
-    EXPECT_EQ(slice.state_slot, entry.state_slot);
-    EXPECT_EQ(slice.block_table, entry.block_table);
-    offset += entry.num_tokens;
-  }
-  EXPECT_EQ(layout.sequences[0].first_position, 3);
-  EXPECT_EQ(layout.sequences[1].first_position, 6);
-  EXPECT_EQ(layout.sequences[2].first_position, 0);
-  EXPECT_EQ(plan.token_ids,
-            (std::vector<int32_t>{7, 7, 300, 301, 302, 303, 304}));
-}
-
 }  // namespace
 }  // namespace tributary
