@@ -55,12 +55,12 @@ class Exchange {
 
   // The engine's error (not recorded yet) when it refuses the request.
   absl::Status Submit(Engine* engine, GenerateRequest request,
-                      int64_t max_pending_tokens, OpenAiOutputOptions options,
+                      const SlowReaderPolicy& policy, OpenAiOutputOptions options,
                       ClientWatch watch) {
     output_.emplace(std::move(options));
     watch_ = watch;
     auto generation =
-        std::make_shared<HttpGeneration>(engine, &record_, max_pending_tokens);
+        std::make_shared<HttpGeneration>(engine, &record_, policy);
     absl::StatusOr<uint64_t> id =
         engine->Submit(std::move(request), generation);
     if (!id.ok()) return id.status();
@@ -114,9 +114,7 @@ class Exchange {
     }
     if (generation_->cut_off()) {
       return ToOpenAiError(
-          absl::ResourceExhaustedError(absl::StrCat(
-              "the client stopped reading: more than ",
-              generation_->max_pending_tokens(), " tokens waited for it")),
+          absl::ResourceExhaustedError(generation_->policy().Message()),
           endpoint);
     }
     if (final_event_->finish_reason == FinishReason::kCancelled) {
@@ -262,7 +260,8 @@ void CompletionHandler::Serve(OpenAiEndpoint endpoint,
   }
   if (absl::Status submitted =
           exchange->Submit(service_.engine, *std::move(converted),
-                           service_.config->stream_buffer_tokens, std::move(oo),
+                           SlowReaderPolicy::FromConfig(*service_.config),
+                           std::move(oo),
                            ClientWatch::For(http_request));
       !submitted.ok()) {
     fail(ToOpenAiError(submitted, endpoint),

@@ -5,10 +5,8 @@
 namespace tributary {
 
 HttpGeneration::HttpGeneration(Engine* engine, GenerationRecord* record,
-                               int64_t max_pending_tokens)
-    : engine_(engine),
-      record_(record),
-      max_pending_tokens_(max_pending_tokens) {}
+                               const SlowReaderPolicy& policy)
+    : engine_(engine), record_(record), policy_(policy) {}
 
 void HttpGeneration::OnEvent(const TokenEvent& event) {
   record_->OnEvent(event);  // inter-token latency, as for gRPC
@@ -20,7 +18,7 @@ void HttpGeneration::OnEvent(const TokenEvent& event) {
       queue_.push_back(event);
       if (event.has_token) ++pending_tokens_;
       if (!event.is_final && !cut_off_ &&
-          pending_tokens_ > max_pending_tokens_) {
+          policy_.CutsOff(pending_tokens_, std::nullopt, absl::Now())) {
         cut_off_ = true;
         cut_off_now = true;
         // The queued tokens will never be written: free them now.

@@ -3,10 +3,12 @@
 //
 // The engine thread only enqueues (a short lock and a notify: it never
 // waits on a client); the connection thread waits on the condition variable,
-// takes everything queued at once and writes it. The queue is bounded the
-// way the gRPC stream is: when more than `max_pending_tokens` generated
-// tokens wait for a slow reader, the sequence is cancelled (cut off), so a
-// client that does not read costs bounded memory and frees its KV blocks.
+// takes everything queued at once and writes it. The queue is bounded by
+// the gRPC stream's rule (slow_reader_policy.h): when more tokens than the
+// policy allows wait for a slow reader, the sequence is cancelled (cut
+// off), so a client that does not read costs bounded memory and frees its
+// KV blocks. The policy's write bound is the socket's write timeout here
+// (http_server.cc), so this side counts tokens only.
 #ifndef TRIBUTARY_SERVER_OPENAI_STREAM_H_
 #define TRIBUTARY_SERVER_OPENAI_STREAM_H_
 
@@ -20,13 +22,14 @@
 #include "engine/engine.h"
 #include "engine/request.h"
 #include "server/service_context.h"
+#include "server/slow_reader_policy.h"
 
 namespace tributary {
 
 class HttpGeneration : public TokenSink {
  public:
   HttpGeneration(Engine* engine, GenerationRecord* record,
-                 int64_t max_pending_tokens);
+                 const SlowReaderPolicy& policy);
 
   // Engine thread.
   void OnEvent(const TokenEvent& event) override;
@@ -40,12 +43,12 @@ class HttpGeneration : public TokenSink {
   void Cancel();
   // Whether the cut-off cancelled the sequence (the client was too slow).
   bool cut_off() const;
-  int64_t max_pending_tokens() const { return max_pending_tokens_; }
+  const SlowReaderPolicy& policy() const { return policy_; }
 
  private:
   Engine* engine_;
   GenerationRecord* record_;  // OnEvent from the engine thread only
-  const int64_t max_pending_tokens_;
+  const SlowReaderPolicy policy_;
   std::atomic<uint64_t> engine_id_{0};
 
   mutable std::mutex mu_;

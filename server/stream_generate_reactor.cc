@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/slow_reader_policy.h"
 #include "server/status_conversion.h"
 
 namespace tributary {
@@ -23,15 +24,18 @@ class StreamGenerateReactor::Sink : public TokenSink {
     grpc::Status status;
     {
       std::lock_guard<std::mutex> lock(r->mu_);
-      const ServerConfig& config = *r->service_.config;
+      const SlowReaderPolicy policy =
+          SlowReaderPolicy::FromConfig(*r->service_.config);
       if (!r->client_gone_) {
         r->service_.converter->AppendEvent(event, r->options_, &r->pending_);
         r->has_pending_ = true;
         if (event.has_token) ++r->pending_tokens_;
         if (!event.is_final &&
-            (r->pending_tokens_ > config.stream_buffer_tokens ||
-             (r->write_in_flight_ &&
-              absl::Now() - r->write_started_ > config.stream_write_timeout))) {
+            policy.CutsOff(r->pending_tokens_,
+                           r->write_in_flight_
+                               ? std::optional<absl::Time>(r->write_started_)
+                               : std::nullopt,
+                           absl::Now())) {
           r->client_gone_ = true;
           r->cut_off_ = true;
           cut_off_now = true;
@@ -39,16 +43,9 @@ class StreamGenerateReactor::Sink : public TokenSink {
       }
       if (event.is_final) {
         r->final_status_ =
-            r->cut_off_
-                ? grpc::Status(
-                      grpc::StatusCode::RESOURCE_EXHAUSTED,
-                      absl::StrCat(
-                          "the client stopped reading: more than ",
-                          config.stream_buffer_tokens,
-                          " tokens waited for it, or one write was pending "
-                          "for over ",
-                          absl::FormatDuration(config.stream_write_timeout)))
-                : FinalStatus(event, *r->call_);
+            r->cut_off_ ? grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                       policy.Message())
+                        : FinalStatus(event, *r->call_);
         final_event = event;
       }
       action = r->Decide(&status);
