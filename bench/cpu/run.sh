@@ -6,7 +6,7 @@
 # The default core type is SkylakeX, as design.md §8 says. On the AVX-512
 # development machines 0.3.21 detects Cooperlake by itself, and Zen, Haswell
 # and Cooperlake were all correct and as fast or faster than SkylakeX on one
-# thread (bench/README.md); the bench prints the core type it ran with.
+# thread (bench/README.md, machine ceilings); the bench prints the core type it ran with.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${1:-$root/build-cpu}"

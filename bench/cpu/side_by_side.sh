@@ -3,7 +3,7 @@
 # cores (taskset), swapped every run, so that both meet the same neighbours
 # and the same state of the machine: on these shared VMs one command's
 # figure drifts by 20–45 % within minutes, but the ratio of two figures
-# taken at once drifts far less (bench/README.md).
+# taken at once drifts far less (bench/journal/measuring-on-shared-vms.md).
 # Prints each run's two figures and B / A, then the ratios' median and
 # geometric mean.
 #   bench/cpu/side_by_side.sh [-n RUNS] [-f FIELD] 'COMMAND A' 'COMMAND B'

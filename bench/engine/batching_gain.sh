@@ -11,7 +11,7 @@
 # "1"), and after a warm-up of 32 requests at once ("1w"). On a 2-core
 # AVX-512 VM a batch-1 step ran ~20 % faster after both cores had read the
 # shared cache hard at once (a state of the machine that falls after ~100 ms
-# idle; bench/README.md); since batch-1 products run on both
+# idle; bench/journal/batch1-two-speeds.md); since batch-1 products run on both
 # cores the two are 7–17 % apart, and the gain is reported against both.
 # Extra flags that set --warmup themselves leave "1w" out.
 #   bench/engine/batching_gain.sh [BUILD_DIR [ROUNDS]] [-- tributary-bench flags]

@@ -51,8 +51,7 @@ int64_t SharedCacheBytes() {
 // them from memory, and parts pay only with this many tokens each (products
 // compute-bound even so). The mid-size model (335 MB of bf16 weights), 2
 // threads, parts against one piece: batch 4 decode 40 % slower, batch 32
-// and 64 even, a 512-token prefill even (bench/README.md, "A step in
-// parts").
+// and 64 even, a 512-token prefill even (bench/journal/step-in-parts.md).
 constexpr int64_t kMinPartTokensFromMemory = 64;
 
 float* F32(const Tensor& t) { return t.as<float>(); }
