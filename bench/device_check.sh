@@ -36,8 +36,8 @@ prepare() {
   rm -rf "$carry"
   mkdir -p "$carry/bin" "$carry/lib"
   local bins=("$build/tests/engine/backend/cuda_backend_test"
-              "$build/tests/engine/model/cuda_decoder_test"
-              "$build/tests/engine/model/cuda_sticky_error_test"
+              "$build/tests/engine/decoder/cuda_decoder_test"
+              "$build/tests/engine/decoder/cuda_sticky_error_test"
               "$build/bench/cuda/tributary-gpu-bench"
               "$build/engine/cli/tributary-run")
   cp "${bins[@]}" "$carry/bin/"

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "engine/base/cli.h"
+#include "base/cli.h"
 
 namespace tributary {
 

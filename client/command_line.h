@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/base/cli.h"
+#include "base/cli.h"
 
 namespace tributary {
 

@@ -13,7 +13,7 @@
 #include "client/lens_table.h"
 #include "client/residual_table.h"
 #include "client/status_names.h"
-#include "engine/base/status_macros.h"
+#include "base/status_macros.h"
 #include "tributary/v1/tributary.grpc.pb.h"
 
 namespace tributary {

@@ -10,7 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "client/intervention_flags.h"
-#include "engine/base/status_macros.h"
+#include "base/status_macros.h"
 
 namespace tributary {
 namespace {

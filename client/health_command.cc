@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/status_names.h"
-#include "engine/base/status_macros.h"
+#include "base/status_macros.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace tributary {

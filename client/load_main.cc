@@ -32,8 +32,8 @@
 #include "client/load_generator.h"
 #include "client/load_report.h"
 #include "client/status_names.h"
-#include "engine/base/cli.h"
-#include "engine/base/status_macros.h"
+#include "base/cli.h"
+#include "base/status_macros.h"
 #include "tributary/v1/tributary.grpc.pb.h"
 
 namespace tributary {

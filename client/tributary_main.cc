@@ -18,8 +18,8 @@
 #include "client/generate_flags.h"
 #include "client/health_command.h"
 #include "client/model_commands.h"
-#include "engine/base/cli.h"
-#include "engine/base/status_macros.h"
+#include "base/cli.h"
+#include "base/status_macros.h"
 
 namespace tributary {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "engine/base/logging.h"
+#include "base/logging.h"
 
 namespace tributary {
 

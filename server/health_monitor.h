@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "engine/engine.h"
+#include "engine/runtime/engine.h"
 #include "grpcpp/health_check_service_interface.h"
 
 namespace tributary {

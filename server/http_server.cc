@@ -6,7 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "engine/base/logging.h"
+#include "base/logging.h"
 #include "engine/tokenizer/utf8.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"

@@ -10,9 +10,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "engine/base/cli.h"
-#include "engine/base/logging.h"
-#include "engine/base/status_macros.h"
+#include "base/cli.h"
+#include "base/logging.h"
+#include "base/status_macros.h"
 #include "engine/model/model_locator.h"
 #include "server/server.h"
 

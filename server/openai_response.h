@@ -16,7 +16,7 @@
 #include <optional>
 #include <string>
 
-#include "engine/request.h"
+#include "engine/runtime/request.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "server/openai_protocol.h"

@@ -19,8 +19,8 @@
 #include <mutex>
 
 #include "absl/time/time.h"
-#include "engine/engine.h"
-#include "engine/request.h"
+#include "engine/runtime/engine.h"
+#include "engine/runtime/request.h"
 #include "server/service_context.h"
 #include "server/slow_reader_policy.h"
 

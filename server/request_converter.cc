@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/tokenizer/utf8.h"
-#include "engine/base/status_macros.h"
+#include "base/status_macros.h"
 
 namespace tributary {
 namespace {

@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "engine/model/model_config.h"
 #include "engine/model/vector_library.h"
-#include "engine/request.h"
+#include "engine/runtime/request.h"
 #include "engine/telemetry/residual_summary.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "tributary/v1/tributary.pb.h"

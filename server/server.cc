@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "engine/base/logging.h"
-#include "engine/base/status_macros.h"
+#include "base/logging.h"
+#include "base/status_macros.h"
 #include "engine/model/stop_tokens.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"

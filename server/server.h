@@ -15,7 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "engine/engine.h"
+#include "engine/runtime/engine.h"
 #include "engine/model/model_directory.h"
 #include "engine/model/vector_library.h"
 #include "engine/telemetry/residual_window.h"

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine.h"
+#include "engine/runtime/engine.h"
 #include "engine/model/model_config.h"
 #include "grpcpp/support/status.h"
 #include "prometheus/counter.h"

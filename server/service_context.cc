@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "engine/base/logging.h"
+#include "base/logging.h"
 #include "nlohmann/json.hpp"
 #include "server/status_conversion.h"
 

@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "engine/engine.h"
+#include "engine/runtime/engine.h"
 #include "engine/telemetry/residual_window.h"
 #include "grpcpp/grpcpp.h"
 #include "server/request_converter.h"

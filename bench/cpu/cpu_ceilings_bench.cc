@@ -54,8 +54,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cpu/matmul.h"
-#include "engine/base/cli.h"
-#include "engine/base/status_macros.h"
+#include "base/cli.h"
+#include "base/status_macros.h"
 #include "engine/backend/cpu/thread_pool.h"
 #include "engine/backend/element_type.h"
 

@@ -27,8 +27,8 @@
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cpu/delta_rule.h"
 #include "engine/backend/cpu/matmul.h"
-#include "engine/base/cli.h"
-#include "engine/base/status_macros.h"
+#include "base/cli.h"
+#include "base/status_macros.h"
 #include "tests/engine/backend/delta_rule_inputs.h"
 
 namespace tributary {

@@ -29,9 +29,9 @@
 #include "absl/strings/str_cat.h"
 #include "bench/common/timing_backend.h"
 #include "engine/backend/cpu/cpu_backend.h"
-#include "engine/base/cli.h"
-#include "engine/base/status_macros.h"
-#include "engine/model/hybrid_decoder.h"
+#include "base/cli.h"
+#include "base/status_macros.h"
+#include "engine/decoder/hybrid_decoder.h"
 #include "engine/model/model_directory.h"
 
 namespace tributary {

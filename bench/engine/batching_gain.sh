@@ -50,7 +50,7 @@ if [ $# -gt 0 ]; then
   shift
 fi
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "ROUNDS must be a positive integer, got '$rounds'" >&2; exit 2; }
-bench="$build/engine/cli/tributary-bench"
+bench="$build/bench/tributary-bench"
 [ -x "$bench" ] || { echo "no $bench: build first" >&2; exit 1; }
 old="${OLD_BENCH:-}"
 [ -z "$old" ] || [ -x "$old" ] || { echo "OLD_BENCH=$old is not executable" >&2; exit 1; }

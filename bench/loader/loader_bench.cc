@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "engine/base/cli.h"
-#include "engine/base/status_macros.h"
+#include "base/cli.h"
+#include "base/status_macros.h"
 #include "absl/strings/str_format.h"
 #include "engine/model/tensor_store.h"
 

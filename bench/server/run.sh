@@ -22,7 +22,7 @@ BUILD=${1:-build}
 ROUNDS=${ROUNDS:-5}
 SERVER=$BUILD/server/tributary-server
 LOAD=$BUILD/client/tributary-load
-BENCH=$BUILD/engine/cli/tributary-bench
+BENCH=$BUILD/bench/tributary-bench
 LOG=$(mktemp)
 OUT=$(mktemp -d)
 trap 'kill $PID 2>/dev/null || true; rm -rf "$LOG" "$OUT"' EXIT

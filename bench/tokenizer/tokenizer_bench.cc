@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "engine/base/cli.h"
-#include "engine/base/mapped_file.h"
-#include "engine/base/status_macros.h"
+#include "base/cli.h"
+#include "base/mapped_file.h"
+#include "base/status_macros.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace tributary {

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "engine/base/status_macros.h"
+#include "base/status_macros.h"
 #include "engine/model/json_field_reader.h"
 #include "engine/model/strict_json.h"
 

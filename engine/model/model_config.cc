@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/base/mapped_file.h"
-#include "engine/base/status_macros.h"
+#include "base/mapped_file.h"
+#include "base/status_macros.h"
 #include "engine/model/json_field_reader.h"
 #include "engine/model/strict_json.h"
 

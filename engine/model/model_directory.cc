@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/base/mapped_file.h"
-#include "engine/base/status_macros.h"
+#include "base/mapped_file.h"
+#include "base/status_macros.h"
 #include "engine/model/synthetic_model.h"
 
 namespace tributary {

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "engine/base/status_macros.h"
+#include "base/status_macros.h"
 
 namespace tributary {
 

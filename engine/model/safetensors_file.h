@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "engine/base/mapped_file.h"
+#include "base/mapped_file.h"
 #include "engine/model/safetensors_header.h"
 #include "engine/model/tensor_view.h"
 

@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "engine/base/status_macros.h"
+#include "base/status_macros.h"
 #include "engine/model/json_field_reader.h"
 #include "engine/model/strict_json.h"
 

@@ -1,7 +1,7 @@
 #include "engine/model/stop_tokens.h"
 
 #include "absl/strings/str_cat.h"
-#include "engine/base/status_macros.h"
+#include "base/status_macros.h"
 #include "engine/model/json_field_reader.h"
 #include "engine/model/strict_json.h"
 

@@ -6,8 +6,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "engine/base/mapped_file.h"
-#include "engine/base/status_macros.h"
+#include "base/mapped_file.h"
+#include "base/status_macros.h"
 #include "engine/model/safetensors_index.h"
 
 namespace tributary {

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/backend/element_type.h"
-#include "engine/base/status_macros.h"
+#include "base/status_macros.h"
 #include "engine/model/safetensors_file.h"
 
 namespace tributary {

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "engine/base/status_macros.h"
+#include "base/status_macros.h"
 #include "engine/sampling/philox.h"
 
 namespace tributary {

@@ -21,7 +21,7 @@ struct SchedulerConfig {
   // Preemption itself never fails, since those sequences were accepted
   // already, so the queue holds at most max_waiting + max_running_sequences.
   int64_t max_waiting = 1024;
-  // The cache pools, as in CacheConfig (engine/model/hybrid_decoder.h).
+  // The cache pools, as in CacheConfig (engine/decoder/hybrid_decoder.h).
   int64_t num_kv_blocks = 0;
   int64_t kv_block_size = 16;  // tokens per block
   int64_t num_state_slots = 0;

@@ -7,8 +7,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
-#include "engine/base/mapped_file.h"
-#include "engine/base/status_macros.h"
+#include "base/mapped_file.h"
+#include "base/status_macros.h"
 #include "engine/tokenizer/byte_level.h"
 #include "engine/tokenizer/utf8.h"
 

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/base/status_macros.h"
+#include "base/status_macros.h"
 #include "engine/tokenizer/utf8.h"
 #include "server/openai_protocol.h"
 

@@ -1,6 +1,6 @@
 """How far transformers' own bf16 forward lands from its f32 reference on the
 committed fixtures: the yardstick for the CUDA backend's bf16 tolerance
-(tests/engine/model/cuda_decoder_test.cc). For each fixture model and prompt,
+(tests/engine/decoder/cuda_decoder_test.cc). For each fixture model and prompt,
 the model is loaded with dtype=bfloat16 (pure PyTorch path, eager attention)
 and run on the prompt; per position, max|logits_bf16 - logits_f32| over
 max|logits_f32| (design.md section 7), and the worst over all positions is

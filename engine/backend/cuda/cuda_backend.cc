@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/base/status_macros.h"
+#include "base/status_macros.h"
 #include "engine/backend/cuda/cublas_api.h"
 #include "engine/backend/cuda/cuda_api.h"
 #include "engine/backend/cuda/cuda_kernels.h"

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cuda/cuda_status.h"
-#include "engine/base/status_macros.h"
+#include "base/status_macros.h"
 
 namespace tributary {
 namespace cuda {

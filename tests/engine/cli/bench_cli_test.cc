@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli_test_util.h"
-#include "engine/model/forward_work.h"
+#include "engine/decoder/forward_work.h"
 #include "engine/model/model_directory.h"
 #include "nlohmann/json.hpp"
 

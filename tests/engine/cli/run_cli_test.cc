@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "../model/fixture_reference.h"
+#include "../decoder/fixture_reference.h"
 #include "cli_test_util.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
