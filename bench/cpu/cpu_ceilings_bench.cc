@@ -413,7 +413,7 @@ int Main(const Flags& flags) {
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   std::printf(
       "cpu_ceilings_bench: best of %d, %d threads max, MatMul path %s\n",
-      flags.reps, flags.threads, MatMulIsaName(BestMatMulIsa()));
+      flags.reps, flags.threads, CpuIsaName(BestCpuIsa()));
 #ifdef TRIBUTARY_HAVE_OPENBLAS
   std::printf("OpenBLAS: OPENBLAS_CORETYPE=%s, core in use: %s, config: %s\n",
               coretype ? coretype : "(unset)", openblas_get_corename(),

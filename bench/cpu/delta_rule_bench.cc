@@ -56,15 +56,15 @@ absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(const int64_t rounds, args.GetInt("rounds", 9, 1, 1000));
   ASSIGN_OR_RETURN(const int64_t max_log_decay,
                    args.GetInt("max-log-decay", 1, 0, 1000));
-  // The instruction-set path (MatMulIsaName: auto, scalar, avx2, avx512),
+  // The instruction-set path (CpuIsaName: auto, scalar, avx2, avx512),
   // so that one machine can time the paths of others (an AVX-512 CPU runs
   // the AVX2 path too).
   const std::string isa_name = args.GetOr("isa", "auto");
-  MatMulIsa isa = MatMulIsa::kAuto;
+  CpuIsa isa = CpuIsa::kAuto;
   bool isa_known = false;
-  for (MatMulIsa i : {MatMulIsa::kAuto, MatMulIsa::kScalar, MatMulIsa::kAvx2,
-                      MatMulIsa::kAvx512}) {
-    if (isa_name == MatMulIsaName(i)) {
+  for (CpuIsa i : {CpuIsa::kAuto, CpuIsa::kScalar, CpuIsa::kAvx2,
+                      CpuIsa::kAvx512}) {
+    if (isa_name == CpuIsaName(i)) {
       isa = i;
       isa_known = true;
     }
@@ -73,7 +73,7 @@ absl::Status Run(int argc, char** argv) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--isa takes auto, scalar, avx2 or avx512, got '", isa_name, "'"));
   }
-  if (!MatMulIsaSupported(isa)) {
+  if (!CpuIsaSupported(isa)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--isa ", isa_name, ": this CPU does not run it"));
   }

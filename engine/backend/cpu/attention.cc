@@ -38,7 +38,7 @@ size_t AttentionScratchBytes(const AttentionCall& call) {
 }
 
 void PagedAttentionUnit(const AttentionCall& call, int64_t unit, void* scratch,
-                        MatMulIsa isa) {
+                        CpuIsa isa) {
   namespace ai = attention_internal;
   const int64_t kv_heads = call.kv.num_kv_heads;
   const int64_t group = call.num_q_heads / kv_heads;
@@ -51,13 +51,13 @@ void PagedAttentionUnit(const AttentionCall& call, int64_t unit, void* scratch,
   // against 0.9 ms); flushed, they cost what any key does.
   const ScopedFlushDenormals flush_denormals;
   float* s = static_cast<float*>(scratch);
-  switch (ResolveMatMulIsa(isa)) {
-    case MatMulIsa::kAvx512:
+  switch (ResolveCpuIsa(isa)) {
+    case CpuIsa::kAvx512:
       ai::avx512::AttendGroup(call.q, call.num_q_heads, call.first_position,
                               call.kv, call.scale, call.out, t, kvh,
                               kvh * group, group, s);
       return;
-    case MatMulIsa::kAvx2:
+    case CpuIsa::kAvx2:
       ai::avx2::AttendGroup(call.q, call.num_q_heads, call.first_position,
                             call.kv, call.scale, call.out, t, kvh, kvh * group,
                             group, s);
@@ -71,7 +71,7 @@ void PagedAttentionUnit(const AttentionCall& call, int64_t unit, void* scratch,
 }
 
 void PagedAttention(const AttentionCall& call, ThreadPool* pool,
-                    MatMulIsa isa) {
+                    CpuIsa isa) {
   const size_t bytes = AttentionScratchBytes(call);
   const int64_t units = AttentionUnits(call);
   if (pool == nullptr) {

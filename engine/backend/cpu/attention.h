@@ -60,11 +60,11 @@ size_t AttentionScratchBytes(const AttentionCall& call);
 // best this CPU has; an unsupported path falls back to kScalar). Units are
 // numbered so that contiguous ranges have balanced work.
 void PagedAttentionUnit(const AttentionCall& call, int64_t unit, void* scratch,
-                        MatMulIsa isa = MatMulIsa::kAuto);
+                        CpuIsa isa = CpuIsa::kAuto);
 
 // The whole call, split over `pool` (null: on the calling thread).
 void PagedAttention(const AttentionCall& call, ThreadPool* pool,
-                    MatMulIsa isa = MatMulIsa::kAuto);
+                    CpuIsa isa = CpuIsa::kAuto);
 
 }  // namespace tributary
 

@@ -99,12 +99,12 @@ size_t DeltaRuleScratchBytes(const DeltaRuleCall& call) {
 }
 
 void GatedDeltaRuleHead(const DeltaRuleCall& call, int64_t head, void* scratch,
-                        MatMulIsa isa) {
+                        CpuIsa isa) {
   GatedDeltaRuleHeads(call, head, head + 1, scratch, isa);
 }
 
 void GatedDeltaRuleHeads(const DeltaRuleCall& call, int64_t head_begin,
-                         int64_t head_end, void* scratch, MatMulIsa isa) {
+                         int64_t head_end, void* scratch, CpuIsa isa) {
   namespace dri = delta_rule_internal;
   if (call.dims.num_tokens <= 0) return;
   // Fast-forgetting heads drive the decays into subnormals: the chunked
@@ -115,8 +115,8 @@ void GatedDeltaRuleHeads(const DeltaRuleCall& call, int64_t head_begin,
   float* s = static_cast<float*>(scratch);
   const DeltaRuleCall& c = call;
   const int64_t b = head_begin, e = head_end;
-  switch (ResolveMatMulIsa(isa)) {
-    case MatMulIsa::kAvx512:
+  switch (ResolveCpuIsa(isa)) {
+    case CpuIsa::kAvx512:
       if (c.recurrent) {
         dri::avx512::RecurrentHeadRange(c.dims, c.q, c.k, c.v, c.g, c.beta,
                                         c.state, c.out, b, e, s);
@@ -127,7 +127,7 @@ void GatedDeltaRuleHeads(const DeltaRuleCall& call, int64_t head_begin,
         }
       }
       return;
-    case MatMulIsa::kAvx2:
+    case CpuIsa::kAvx2:
       if (c.recurrent) {
         dri::avx2::RecurrentHeadRange(c.dims, c.q, c.k, c.v, c.g, c.beta,
                                       c.state, c.out, b, e, s);
@@ -153,7 +153,7 @@ void GatedDeltaRuleHeads(const DeltaRuleCall& call, int64_t head_begin,
 }
 
 void GatedDeltaRule(const DeltaRuleCall& call, ThreadPool* pool,
-                    MatMulIsa isa) {
+                    CpuIsa isa) {
   const size_t bytes = DeltaRuleScratchBytes(call);
   const int64_t heads = call.dims.num_value_heads;
   if (pool == nullptr) {

@@ -73,18 +73,18 @@ size_t DeltaRuleScratchBytes(const DeltaRuleCall& call);
 // DeltaRuleScratchBytes(call), 64-byte aligned, not shared with a concurrent
 // call.
 void GatedDeltaRuleHead(const DeltaRuleCall& call, int64_t head, void* scratch,
-                        MatMulIsa isa = MatMulIsa::kAuto);
+                        CpuIsa isa = CpuIsa::kAuto);
 // Value heads [head_begin, head_end) of `call`, one after another; the
 // recurrent form runs several heads at once where their shape allows it
 // (the same bits as one by one, their latency chains interleaved).
 void GatedDeltaRuleHeads(const DeltaRuleCall& call, int64_t head_begin,
                          int64_t head_end, void* scratch,
-                         MatMulIsa isa = MatMulIsa::kAuto);
+                         CpuIsa isa = CpuIsa::kAuto);
 
 // All heads of one call, split over `pool` (static partition of the value
 // heads; null: on the calling thread).
 void GatedDeltaRule(const DeltaRuleCall& call, ThreadPool* pool,
-                    MatMulIsa isa = MatMulIsa::kAuto);
+                    CpuIsa isa = CpuIsa::kAuto);
 
 }  // namespace tributary
 

@@ -49,14 +49,14 @@ struct Kernels {
         &ns::ConvChannels, &ns::ArgMaxRow, &ns::GdnGatesSpan        \
   }
 
-const Kernels& KernelsFor(MatMulIsa isa) {
+const Kernels& KernelsFor(CpuIsa isa) {
   static const Kernels kAvx512 = TRIB_KERNELS(avx512);
   static const Kernels kAvx2 = TRIB_KERNELS(avx2);
   static const Kernels kPortable = TRIB_KERNELS(portable);
-  switch (ResolveMatMulIsa(isa)) {
-    case MatMulIsa::kAvx512:
+  switch (ResolveCpuIsa(isa)) {
+    case CpuIsa::kAvx512:
       return kAvx512;
-    case MatMulIsa::kAvx2:
+    case CpuIsa::kAvx2:
       return kAvx2;
     default:
       return kPortable;
@@ -85,13 +85,13 @@ void ForUnits(ThreadPool* pool, int64_t n, int64_t work, const Fn& fn) {
 class WidenedWeight {
  public:
   WidenedWeight(const void* w, ElementType type, int64_t n, float add,
-                MatMulIsa isa)
+                CpuIsa isa)
       : data_(static_cast<size_t>(n)) {
     if (type == ElementType::kF32 || type == ElementType::kBF16 ||
         type == ElementType::kF16) {
-      const auto& kern = ResolveMatMulIsa(isa) == MatMulIsa::kAvx512
+      const auto& kern = ResolveCpuIsa(isa) == CpuIsa::kAvx512
                              ? matmul_internal::Avx512Kernels()
-                         : ResolveMatMulIsa(isa) == MatMulIsa::kAvx2
+                         : ResolveCpuIsa(isa) == CpuIsa::kAvx2
                              ? matmul_internal::Avx2Kernels()
                              : matmul_internal::ScalarKernels();
       kern.widen(w, type, n, data_.data());  // exact
@@ -120,7 +120,7 @@ using elementwise_internal::WidenedWeight;
 
 void RmsNormZeroCentred(const float* x, int64_t num_rows, int64_t dim,
                         const void* w, ElementType w_type, float eps,
-                        float* out, ThreadPool* pool, MatMulIsa isa) {
+                        float* out, ThreadPool* pool, CpuIsa isa) {
   const auto& kern = KernelsFor(isa);
   const WidenedWeight w1(w, w_type, dim, 1.0f, isa);
   ForUnits(pool, num_rows, 2 * num_rows * dim, [&](int64_t b, int64_t e) {
@@ -132,7 +132,7 @@ void RmsNormZeroCentred(const float* x, int64_t num_rows, int64_t dim,
 
 void GatedRmsNorm(const float* o, const float* z, int64_t num_rows, int64_t dim,
                   const void* w, ElementType w_type, float eps, float* out,
-                  ThreadPool* pool, MatMulIsa isa) {
+                  ThreadPool* pool, CpuIsa isa) {
   const auto& kern = KernelsFor(isa);
   const WidenedWeight wf(w, w_type, dim, 0.0f, isa);
   ForUnits(pool, num_rows, kExpWork * num_rows * dim,
@@ -145,7 +145,7 @@ void GatedRmsNorm(const float* o, const float* z, int64_t num_rows, int64_t dim,
 }
 
 void ResidualAdd(float* x, const float* u, int64_t num_tokens, int64_t hidden,
-                 float* stats, ThreadPool* pool, MatMulIsa isa) {
+                 float* stats, ThreadPool* pool, CpuIsa isa) {
   const auto& kern = KernelsFor(isa);
   ForUnits(
       pool, num_tokens, 4 * num_tokens * hidden, [&](int64_t b, int64_t e) {
@@ -166,7 +166,7 @@ constexpr int64_t kUnit = 16;
 }  // namespace
 
 void SwiGlu(const float* gate, const float* up, int64_t n, float* out,
-            ThreadPool* pool, MatMulIsa isa) {
+            ThreadPool* pool, CpuIsa isa) {
   const auto& kern = KernelsFor(isa);
   ForUnits(pool, (n + kUnit - 1) / kUnit, kExpWork * n,
            [&](int64_t b, int64_t e) {
@@ -176,7 +176,7 @@ void SwiGlu(const float* gate, const float* up, int64_t n, float* out,
 }
 
 void SigmoidGate(float* o, const float* gate, int64_t n, ThreadPool* pool,
-                 MatMulIsa isa) {
+                 CpuIsa isa) {
   const auto& kern = KernelsFor(isa);
   ForUnits(pool, (n + kUnit - 1) / kUnit, kExpWork * n,
            [&](int64_t b, int64_t e) {
@@ -186,7 +186,7 @@ void SigmoidGate(float* o, const float* gate, int64_t n, ThreadPool* pool,
 }
 
 void ArgMaxRows(const float* x, int64_t num_rows, int64_t width,
-                int32_t* ids, ThreadPool* pool, MatMulIsa isa) {
+                int32_t* ids, ThreadPool* pool, CpuIsa isa) {
   if (width >= (int64_t{1} << 24)) {  // beyond exact float indices
     for (int64_t r = 0; r < num_rows; ++r) {
       ids[r] = reference::ArgMaxRow(x + r * width, width);
@@ -202,7 +202,7 @@ void ArgMaxRows(const float* x, int64_t num_rows, int64_t width,
 void GdnGates(const float* a, const float* b, int64_t num_tokens,
               int64_t num_heads, const void* a_log, ElementType a_log_type,
               const void* dt_bias, ElementType dt_bias_type, float* g,
-              float* beta, ThreadPool* pool, MatMulIsa isa) {
+              float* beta, ThreadPool* pool, CpuIsa isa) {
   const auto& kern = KernelsFor(isa);
   const int64_t n = num_tokens * num_heads;
   if (n <= 0) return;
@@ -233,7 +233,7 @@ void GdnGates(const float* a, const float* b, int64_t num_tokens,
 }
 
 void L2NormRows(float* x, int64_t num_rows, int64_t dim, float scale,
-                ThreadPool* pool, MatMulIsa isa) {
+                ThreadPool* pool, CpuIsa isa) {
   const auto& kern = KernelsFor(isa);
   ForUnits(pool, num_rows, 2 * num_rows * dim, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) kern.l2_norm(x + r * dim, dim, scale);
@@ -242,7 +242,7 @@ void L2NormRows(float* x, int64_t num_rows, int64_t dim, float scale,
 
 void CausalConv1dSilu(const ConvSequence* sequences, int64_t num_sequences,
                       int64_t channels, int64_t kernel, const void* w,
-                      ElementType w_type, ThreadPool* pool, MatMulIsa isa) {
+                      ElementType w_type, ThreadPool* pool, CpuIsa isa) {
   if (num_sequences <= 0 || channels <= 0) return;
   const auto& kern = KernelsFor(isa);
   // The taps transposed to [kernel, channels], so that 16 channels of a tap

@@ -47,27 +47,27 @@ constexpr int64_t kMinParallelWork = int64_t{1} << 15;
 void RmsNormZeroCentred(const float* x, int64_t num_rows, int64_t dim,
                         const void* w, ElementType w_type, float eps,
                         float* out, ThreadPool* pool,
-                        MatMulIsa isa = MatMulIsa::kAuto);
+                        CpuIsa isa = CpuIsa::kAuto);
 
 void GatedRmsNorm(const float* o, const float* z, int64_t num_rows, int64_t dim,
                   const void* w, ElementType w_type, float eps, float* out,
-                  ThreadPool* pool, MatMulIsa isa = MatMulIsa::kAuto);
+                  ThreadPool* pool, CpuIsa isa = CpuIsa::kAuto);
 
 // x ← x + u; when `stats` is not null, stats [num_tokens,
 // kResidualStatsColumns] (backend.h), the columns of
 // reference::ResidualTokenStats (the dim and the flag as floats).
 void ResidualAdd(float* x, const float* u, int64_t num_tokens, int64_t hidden,
                  float* stats, ThreadPool* pool,
-                 MatMulIsa isa = MatMulIsa::kAuto);
+                 CpuIsa isa = CpuIsa::kAuto);
 
 void SwiGlu(const float* gate, const float* up, int64_t n, float* out,
-            ThreadPool* pool, MatMulIsa isa = MatMulIsa::kAuto);
+            ThreadPool* pool, CpuIsa isa = CpuIsa::kAuto);
 
 void SigmoidGate(float* o, const float* gate, int64_t n, ThreadPool* pool,
-                 MatMulIsa isa = MatMulIsa::kAuto);
+                 CpuIsa isa = CpuIsa::kAuto);
 
 void L2NormRows(float* x, int64_t num_rows, int64_t dim, float scale,
-                ThreadPool* pool, MatMulIsa isa = MatMulIsa::kAuto);
+                ThreadPool* pool, CpuIsa isa = CpuIsa::kAuto);
 
 // reference::GdnGates (same arguments): e^x and sigmoid as the other ops
 // here (ExpF), ln(1 + e^x) in f64 rounded once (vec16.inc: Log1pD), so the
@@ -75,12 +75,12 @@ void L2NormRows(float* x, int64_t num_rows, int64_t dim, float scale,
 void GdnGates(const float* a, const float* b, int64_t num_tokens,
               int64_t num_heads, const void* a_log, ElementType a_log_type,
               const void* dt_bias, ElementType dt_bias_type, float* g,
-              float* beta, ThreadPool* pool, MatMulIsa isa = MatMulIsa::kAuto);
+              float* beta, ThreadPool* pool, CpuIsa isa = CpuIsa::kAuto);
 
 // ids[r] = reference::ArgMaxRow(x + r · width, width) for each of num_rows
 // rows: the first largest, −1 for a row with a non-finite element.
 void ArgMaxRows(const float* x, int64_t num_rows, int64_t width, int32_t* ids,
-                ThreadPool* pool, MatMulIsa isa = MatMulIsa::kAuto);
+                ThreadPool* pool, CpuIsa isa = CpuIsa::kAuto);
 
 // One sequence of a causal conv call: the arguments of
 // reference::CausalConv1dSilu that differ between sequences.
@@ -96,7 +96,7 @@ struct ConvSequence {
 void CausalConv1dSilu(const ConvSequence* sequences, int64_t num_sequences,
                       int64_t channels, int64_t kernel, const void* w,
                       ElementType w_type, ThreadPool* pool,
-                      MatMulIsa isa = MatMulIsa::kAuto);
+                      CpuIsa isa = CpuIsa::kAuto);
 
 }  // namespace fast
 }  // namespace tributary

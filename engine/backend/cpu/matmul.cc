@@ -1,6 +1,5 @@
 #include "engine/backend/cpu/matmul.h"
 
-#include <cpuid.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,14 +53,14 @@ constexpr int64_t kMinParallelMacs = int64_t{1} << 15;
 // default model, 10.4–10.9 → 9.6–10.4 ms on the mid-size one
 // (bench/journal/thread-pool.md).
 
-const MatMulKernels& KernelsFor(MatMulIsa isa) {
+const MatMulKernels& KernelsFor(CpuIsa isa) {
   switch (isa) {
-    case MatMulIsa::kAvx512:
+    case CpuIsa::kAvx512:
       return matmul_internal::Avx512Kernels();
-    case MatMulIsa::kAvx2:
+    case CpuIsa::kAvx2:
       return matmul_internal::Avx2Kernels();
-    case MatMulIsa::kScalar:
-    case MatMulIsa::kAuto:
+    case CpuIsa::kScalar:
+    case CpuIsa::kAuto:
       break;
   }
   return matmul_internal::ScalarKernels();
@@ -544,12 +543,6 @@ void RunGroups(const Kernels& kern, const Problem& p, const X* x, int64_t ldx,
   }
 }
 
-// CPUID.1:ECX bit 29 (clang 14's __builtin_cpu_supports has no "f16c").
-bool HasF16c() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
-}
-
 struct AlignedFloats {
   void operator()(float* p) const {
     ::operator delete[](p, std::align_val_t{64});
@@ -576,7 +569,7 @@ struct Product {
 // products' output rows, kRowsPerUnit rows a unit (the calling thread alone
 // below kMinParallelMacs in all). Each output's bits depend only on its x
 // row and weight row, whatever the split.
-void RunProducts(MatMulIsa isa, const float* x, int64_t num_tokens,
+void RunProducts(CpuIsa isa, const float* x, int64_t num_tokens,
                  int64_t in_features, const MatMulOutput* outputs,
                  int num_outputs, ThreadPool* pool,
                  MatMulPrecision precision) {
@@ -589,14 +582,14 @@ void RunProducts(MatMulIsa isa, const float* x, int64_t num_tokens,
     }
     return;
   }
-  isa = ResolveMatMulIsa(isa);
+  isa = ResolveCpuIsa(isa);
   const Bf16DotKernels& bf16_kern =
-      isa == MatMulIsa::kAvx512 && MatMulBf16DotSupported()
+      isa == CpuIsa::kAvx512 && MatMulBf16DotSupported()
           ? matmul_internal::Avx512Bf16DotKernels()
           : matmul_internal::ScalarBf16DotKernels();
   const F32PairKernels& f32_pairs_kern =
-      isa == MatMulIsa::kAvx512   ? matmul_internal::Avx512F32PairKernels()
-      : isa == MatMulIsa::kAvx2 ? matmul_internal::Avx2F32PairKernels()
+      isa == CpuIsa::kAvx512   ? matmul_internal::Avx512F32PairKernels()
+      : isa == CpuIsa::kAvx2 ? matmul_internal::Avx2F32PairKernels()
                                 : matmul_internal::ScalarF32PairKernels();
   std::vector<Product> products;
   products.reserve(static_cast<size_t>(num_outputs));
@@ -637,7 +630,7 @@ void RunProducts(MatMulIsa isa, const float* x, int64_t num_tokens,
       const bool float_type = o.w_type == ElementType::kF32 ||
                               o.w_type == ElementType::kBF16 ||
                               o.w_type == ElementType::kF16;
-      pr.kern = &KernelsFor(float_type ? isa : MatMulIsa::kScalar);
+      pr.kern = &KernelsFor(float_type ? isa : CpuIsa::kScalar);
       // Decode reads the stored rows directly and needs no buffer.
       if (num_tokens > pr.kern->mr) {
         scratch_bytes = std::max(
@@ -711,60 +704,10 @@ void RunProducts(MatMulIsa isa, const float* x, int64_t num_tokens,
 
 }  // namespace
 
-const char* MatMulIsaName(MatMulIsa isa) {
-  switch (isa) {
-    case MatMulIsa::kAuto:
-      return "auto";
-    case MatMulIsa::kScalar:
-      return "scalar";
-    case MatMulIsa::kAvx2:
-      return "avx2";
-    case MatMulIsa::kAvx512:
-      return "avx512";
-  }
-  return "?";
-}
-
-bool MatMulIsaSupported(MatMulIsa isa) {
-  // Read once: HasF16c executes CPUID, which a virtual machine may trap
-  // (~1 µs a call where it does), and every op given an explicit
-  // path resolves it (ResolveMatMulIsa).
-  static const bool avx2 = __builtin_cpu_supports("avx2") &&
-                           __builtin_cpu_supports("fma") && HasF16c();
-  static const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
-                             __builtin_cpu_supports("avx512bw") &&
-                             __builtin_cpu_supports("avx512vl");
-  switch (isa) {
-    case MatMulIsa::kAuto:
-    case MatMulIsa::kScalar:
-      return true;
-    case MatMulIsa::kAvx2:
-      return avx2;
-    case MatMulIsa::kAvx512:
-      return avx512;
-  }
-  return false;
-}
-
-
 bool MatMulBf16DotSupported() {
-  static const bool supported = MatMulIsaSupported(MatMulIsa::kAvx512) &&
+  static const bool supported = CpuIsaSupported(CpuIsa::kAvx512) &&
                                 __builtin_cpu_supports("avx512bf16");
   return supported;
-}
-
-MatMulIsa BestMatMulIsa() {
-  if (MatMulIsaSupported(MatMulIsa::kAvx512)) return MatMulIsa::kAvx512;
-  if (MatMulIsaSupported(MatMulIsa::kAvx2)) return MatMulIsa::kAvx2;
-  return MatMulIsa::kScalar;
-}
-
-MatMulIsa ResolveMatMulIsa(MatMulIsa isa) {
-  if (isa == MatMulIsa::kAuto) {
-    static const MatMulIsa best = BestMatMulIsa();  // a property of the CPU
-    return best;
-  }
-  return MatMulIsaSupported(isa) ? isa : MatMulIsa::kScalar;
 }
 
 int64_t Bf16PairsElements(int64_t out_features, int64_t in_features) {
@@ -805,11 +748,11 @@ void PackBf16Pairs(const uint16_t* w, int64_t out_features,
 void MatMul(const float* x, int64_t num_tokens, int64_t in_features,
             const void* w, ElementType w_type, int64_t out_features, float* y,
             ThreadPool* pool, MatMulPrecision precision, WeightLayout layout) {
-  MatMulWithIsa(MatMulIsa::kAuto, x, num_tokens, in_features, w, w_type,
+  MatMulWithIsa(CpuIsa::kAuto, x, num_tokens, in_features, w, w_type,
                 out_features, y, pool, precision, layout);
 }
 
-void MatMulWithIsa(MatMulIsa isa, const float* x, int64_t num_tokens,
+void MatMulWithIsa(CpuIsa isa, const float* x, int64_t num_tokens,
                    int64_t in_features, const void* w, ElementType w_type,
                    int64_t out_features, float* y, ThreadPool* pool,
                    MatMulPrecision precision, WeightLayout layout) {
@@ -820,7 +763,7 @@ void MatMulWithIsa(MatMulIsa isa, const float* x, int64_t num_tokens,
 void MatMulShared(const float* x, int64_t num_tokens, int64_t in_features,
                   const MatMulOutput* outputs, int num_outputs,
                   ThreadPool* pool, MatMulPrecision precision) {
-  RunProducts(MatMulIsa::kAuto, x, num_tokens, in_features, outputs,
+  RunProducts(CpuIsa::kAuto, x, num_tokens, in_features, outputs,
               num_outputs, pool, precision);
 }
 

@@ -65,27 +65,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/backend/backend_options.h"
+#include "engine/backend/cpu/cpu_isa.h"
 #include "engine/backend/cpu/thread_pool.h"
 #include "engine/backend/element_type.h"
 
 namespace tributary {
 
-// The instruction-set paths of the kernel. kAuto picks the best one the CPU
-// supports (checked at run time with __builtin_cpu_supports).
-enum class MatMulIsa : uint8_t { kAuto, kScalar, kAvx2, kAvx512 };
-
-const char* MatMulIsaName(MatMulIsa isa);
-
-// Whether this CPU can run `isa` (kAuto and kScalar: always).
-bool MatMulIsaSupported(MatMulIsa isa);
-
-// The path kAuto resolves to on this CPU.
-MatMulIsa BestMatMulIsa();
-
-// The path a kernel runs on when asked for `isa`: kAuto → BestMatMulIsa()
-// (determined once), an unsupported path → kScalar. Shared by every kernel
-// with per-ISA variants (matmul, delta rule, attention).
-MatMulIsa ResolveMatMulIsa(MatMulIsa isa);
 
 
 // How a product's weights are laid out.
@@ -156,10 +141,10 @@ void MatMulShared(const float* x, int64_t num_tokens, int64_t in_features,
                   MatMulPrecision precision = MatMulPrecision::kF32);
 
 // The same on a given path, for tests and benchmarks. The path must be
-// supported (MatMulIsaSupported); an unsupported one falls back to kScalar.
+// supported (CpuIsaSupported); an unsupported one falls back to kScalar.
 // kBF16 runs on VDPBF16PS for kAvx512 when MatMulBf16DotSupported(), else on
 // the portable path.
-void MatMulWithIsa(MatMulIsa isa, const float* x, int64_t num_tokens,
+void MatMulWithIsa(CpuIsa isa, const float* x, int64_t num_tokens,
                    int64_t in_features, const void* w, ElementType w_type,
                    int64_t out_features, float* y, ThreadPool* pool,
                    MatMulPrecision precision = MatMulPrecision::kF32,

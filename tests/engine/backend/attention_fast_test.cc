@@ -67,7 +67,7 @@ std::vector<float> RandomQ(int64_t tokens, int64_t heads, int64_t d,
 
 std::vector<float> Fast(const Cache& c, const float* q, int64_t tokens,
                         int64_t heads, int64_t first, ThreadPool* pool,
-                        MatMulIsa isa) {
+                        CpuIsa isa) {
   std::vector<float> out(tokens * heads * c.head_dim, -7.0f);
   AttentionCall call;
   call.q = q;
@@ -89,10 +89,10 @@ std::vector<float> Reference(const Cache& c, const float* q, int64_t tokens,
   return out;
 }
 
-std::vector<MatMulIsa> Paths() {
-  std::vector<MatMulIsa> paths = {MatMulIsa::kScalar};
-  for (MatMulIsa isa : {MatMulIsa::kAvx2, MatMulIsa::kAvx512}) {
-    if (MatMulIsaSupported(isa)) paths.push_back(isa);
+std::vector<CpuIsa> Paths() {
+  std::vector<CpuIsa> paths = {CpuIsa::kScalar};
+  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (CpuIsaSupported(isa)) paths.push_back(isa);
   }
   return paths;
 }
@@ -127,8 +127,8 @@ TEST(AttentionFastTest, MatchesReferenceOnEveryPath) {
     const std::vector<float> want =
         Reference(cache, q.data(), k.tokens, k.heads, k.first);
     std::vector<float> first_bits;
-    for (MatMulIsa isa : Paths()) {
-      const std::string what = std::string(MatMulIsaName(isa)) +
+    for (CpuIsa isa : Paths()) {
+      const std::string what = std::string(CpuIsaName(isa)) +
                                " H=" + std::to_string(k.heads) +
                                " Hkv=" + std::to_string(k.kv_heads) +
                                " d=" + std::to_string(k.head_dim) +
@@ -150,10 +150,10 @@ TEST(AttentionFastTest, SameBitsForAnyThreadCount) {
   const Cache cache = MakeCache(77, 16, 2, 128, 11);
   const std::vector<float> q = RandomQ(77, 8, 128, 12);
   const std::vector<float> alone =
-      Fast(cache, q.data(), 77, 8, 0, nullptr, MatMulIsa::kAuto);
+      Fast(cache, q.data(), 77, 8, 0, nullptr, CpuIsa::kAuto);
   for (int threads : {1, 2, 3, 5}) {
     ThreadPool pool(threads);
-    EXPECT_EQ(Fast(cache, q.data(), 77, 8, 0, &pool, MatMulIsa::kAuto), alone)
+    EXPECT_EQ(Fast(cache, q.data(), 77, 8, 0, &pool, CpuIsa::kAuto), alone)
         << threads << " threads";
   }
 }
@@ -164,14 +164,14 @@ TEST(AttentionFastTest, SplitCallsGiveTheSameBits) {
   const std::vector<float> q = RandomQ(tokens, heads, d, 22);
   ThreadPool pool(2);
   const std::vector<float> whole =
-      Fast(cache, q.data(), tokens, heads, 0, &pool, MatMulIsa::kAuto);
+      Fast(cache, q.data(), tokens, heads, 0, &pool, CpuIsa::kAuto);
   // Prefill 0…29, a continuation 30…48, then one decode step at 49.
   std::vector<float> split;
   for (auto [begin, end] :
        {std::pair<int64_t, int64_t>{0, 30}, {30, 49}, {49, 50}}) {
     const std::vector<float> part =
         Fast(cache, q.data() + begin * heads * d, end - begin, heads, begin,
-             &pool, MatMulIsa::kAuto);
+             &pool, CpuIsa::kAuto);
     split.insert(split.end(), part.begin(), part.end());
   }
   EXPECT_EQ(split, whole);
@@ -200,11 +200,11 @@ TEST(AttentionFastTest, SubnormalWeightsAreFlushedInsideOnly) {
   const std::vector<float> want =
       Reference(cache, q.data(), 1, heads, positions - 1);
   const std::vector<float> got =
-      Fast(cache, q.data(), 1, heads, positions - 1, nullptr, MatMulIsa::kAuto);
+      Fast(cache, q.data(), 1, heads, positions - 1, nullptr, CpuIsa::kAuto);
   ExpectClose(got, want, "auto");
-  for (MatMulIsa isa : Paths()) {
+  for (CpuIsa isa : Paths()) {
     EXPECT_EQ(Fast(cache, q.data(), 1, heads, positions - 1, nullptr, isa), got)
-        << MatMulIsaName(isa);
+        << CpuIsaName(isa);
   }
   EXPECT_EQ(controls(), csr_before);
 }
@@ -223,12 +223,12 @@ TEST(AttentionFastTest, KernelReadsSubnormalsAsZero) {
   const std::vector<float> want = Reference(cache, q.data(), 1, heads, 0);
   EXPECT_TRUE(
       std::any_of(want.begin(), want.end(), [](float x) { return x != 0.0f; }));
-  for (MatMulIsa isa : Paths()) {
+  for (CpuIsa isa : Paths()) {
     const std::vector<float> got =
         Fast(cache, q.data(), 1, heads, 0, nullptr, isa);
     EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](float x) {
       return x == 0.0f;
-    })) << MatMulIsaName(isa);
+    })) << CpuIsaName(isa);
   }
 }
 

@@ -68,7 +68,7 @@ DeltaRuleCall CallOn(const Inputs& in, bool recurrent, float* out,
 }
 
 Result RunFast(const Inputs& in, bool recurrent, ThreadPool* pool,
-               MatMulIsa isa) {
+               CpuIsa isa) {
   Result r{std::vector<float>(
                in.dims.num_tokens * in.dims.num_value_heads * in.dims.value_dim,
                -7.0f),
@@ -89,10 +89,10 @@ void ExpectClose(const std::vector<float>& got, const std::vector<float>& want,
   EXPECT_LE(max_diff, rel * max_ref) << what << " max_ref " << max_ref;
 }
 
-std::vector<MatMulIsa> Paths() {
-  std::vector<MatMulIsa> paths = {MatMulIsa::kScalar};
-  for (MatMulIsa isa : {MatMulIsa::kAvx2, MatMulIsa::kAvx512}) {
-    if (MatMulIsaSupported(isa)) paths.push_back(isa);
+std::vector<CpuIsa> Paths() {
+  std::vector<CpuIsa> paths = {CpuIsa::kScalar};
+  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (CpuIsaSupported(isa)) paths.push_back(isa);
   }
   return paths;
 }
@@ -117,18 +117,18 @@ TEST(DeltaRuleFastTest, MatchesReferenceOnEveryPath) {
             " hv=" + std::to_string(sh.hv) + " dk=" + std::to_string(sh.dk) +
             " dv=" + std::to_string(sh.dv);
         Result first;
-        for (MatMulIsa isa : Paths()) {
+        for (CpuIsa isa : Paths()) {
           const Result got = RunFast(in, recurrent, nullptr, isa);
           ExpectClose(got.out, want.out, 1e-5f,
-                      what + " out " + MatMulIsaName(isa));
+                      what + " out " + CpuIsaName(isa));
           ExpectClose(got.state, want.state, 1e-5f,
-                      what + " state " + MatMulIsaName(isa));
+                      what + " state " + CpuIsaName(isa));
           if (first.out.empty()) {
             first = got;
           } else {  // every path gives the same bits
-            EXPECT_EQ(got.out, first.out) << what << " " << MatMulIsaName(isa);
+            EXPECT_EQ(got.out, first.out) << what << " " << CpuIsaName(isa);
             EXPECT_EQ(got.state, first.state)
-                << what << " " << MatMulIsaName(isa);
+                << what << " " << CpuIsaName(isa);
           }
         }
       }
@@ -140,7 +140,7 @@ TEST(DeltaRuleFastTest, ChunkedMatchesRecurrentReference) {
   const Inputs in = MakeInputs(130, 2, 6, 64, 80, 99);
   const Result want = RunReference(in, /*recurrent=*/true);
   const Result got =
-      RunFast(in, /*recurrent=*/false, nullptr, MatMulIsa::kAuto);
+      RunFast(in, /*recurrent=*/false, nullptr, CpuIsa::kAuto);
   ExpectClose(got.out, want.out, 1e-5f, "out");
   ExpectClose(got.state, want.state, 1e-5f, "state");
 }
@@ -148,10 +148,10 @@ TEST(DeltaRuleFastTest, ChunkedMatchesRecurrentReference) {
 TEST(DeltaRuleFastTest, SameBitsForAnyThreadCount) {
   const Inputs in = MakeInputs(130, 2, 6, 64, 64, 7);
   for (bool recurrent : {false, true}) {
-    const Result alone = RunFast(in, recurrent, nullptr, MatMulIsa::kAuto);
+    const Result alone = RunFast(in, recurrent, nullptr, CpuIsa::kAuto);
     for (int threads : {1, 2, 3, 4}) {
       ThreadPool pool(threads);
-      const Result got = RunFast(in, recurrent, &pool, MatMulIsa::kAuto);
+      const Result got = RunFast(in, recurrent, &pool, CpuIsa::kAuto);
       EXPECT_EQ(got.out, alone.out) << threads << " threads";
       EXPECT_EQ(got.state, alone.state) << threads << " threads";
     }
@@ -168,11 +168,11 @@ TEST(DeltaRuleFastTest, HeadsInGroupsGiveTheBitsOfOneByOne) {
   for (const Shape& sh : shapes) {
     for (int64_t tokens : {1, 7}) {
       const Inputs in = MakeInputs(tokens, sh.hk, sh.hv, sh.dk, sh.dv, seed++);
-      for (MatMulIsa isa : Paths()) {
+      for (CpuIsa isa : Paths()) {
         const std::string what = "T=" + std::to_string(tokens) +
                                  " hv=" + std::to_string(sh.hv) +
                                  " dv=" + std::to_string(sh.dv) + " " +
-                                 MatMulIsaName(isa);
+                                 CpuIsaName(isa);
         DeltaRuleCall call = CallOn(in, true, nullptr, nullptr);
         std::vector<float> scratch(DeltaRuleScratchBytes(call) / sizeof(float) + 16);
         const size_t out_size =
@@ -202,7 +202,7 @@ TEST(DeltaRuleFastTest, StrongDecayStaysFinite) {
   for (float& g : in.g) g *= 20.0f;  // G down to about −5000 within a chunk
   for (bool recurrent : {false, true}) {
     const Result want = RunReference(in, recurrent);
-    const Result got = RunFast(in, recurrent, nullptr, MatMulIsa::kAuto);
+    const Result got = RunFast(in, recurrent, nullptr, CpuIsa::kAuto);
     ExpectClose(got.out, want.out, 1e-5f, "out");
     ExpectClose(got.state, want.state, 1e-5f, "state");
   }
@@ -251,14 +251,14 @@ TEST(DeltaRuleFastTest, KernelsReadSubnormalsAsZero) {
     const Result want = RunReference(in, recurrent);
     EXPECT_TRUE(std::any_of(want.out.begin(), want.out.end(),
                             [](float x) { return x != 0.0f; }));
-    for (MatMulIsa isa : Paths()) {
+    for (CpuIsa isa : Paths()) {
       const Result got = RunFast(in, recurrent, nullptr, isa);
       EXPECT_TRUE(std::all_of(got.out.begin(), got.out.end(),
                               [](float x) { return x == 0.0f; }))
-          << MatMulIsaName(isa) << (recurrent ? " recurrent" : " chunked");
+          << CpuIsaName(isa) << (recurrent ? " recurrent" : " chunked");
       EXPECT_TRUE(std::all_of(got.state.begin(), got.state.end(),
                               [](float x) { return x == 0.0f; }))
-          << MatMulIsaName(isa) << (recurrent ? " recurrent" : " chunked");
+          << CpuIsaName(isa) << (recurrent ? " recurrent" : " chunked");
     }
   }
 }
@@ -273,13 +273,13 @@ TEST(DeltaRuleFastTest, SubnormalDecaysAreFlushedInsideOnly) {
   const unsigned csr_before = MxcsrControls();
   for (bool recurrent : {false, true}) {
     const Result want = RunReference(in, recurrent);
-    const Result got = RunFast(in, recurrent, nullptr, MatMulIsa::kAuto);
+    const Result got = RunFast(in, recurrent, nullptr, CpuIsa::kAuto);
     ExpectClose(got.out, want.out, 1e-5f, "out");
     ExpectClose(got.state, want.state, 1e-5f, "state");
-    for (MatMulIsa isa : Paths()) {
+    for (CpuIsa isa : Paths()) {
       const Result path = RunFast(in, recurrent, nullptr, isa);
-      EXPECT_EQ(path.out, got.out) << MatMulIsaName(isa);
-      EXPECT_EQ(path.state, got.state) << MatMulIsaName(isa);
+      EXPECT_EQ(path.out, got.out) << CpuIsaName(isa);
+      EXPECT_EQ(path.state, got.state) << CpuIsaName(isa);
     }
   }
   EXPECT_EQ(MxcsrControls(), csr_before);
@@ -377,7 +377,7 @@ TEST(CpuBackendDeltaRuleTest, EachSequenceTakesTheFormItsOptionPicks) {
           DeltaRuleTakesRecurrentForm(form, n, seqs[i].first_position, dk, dv);
       EXPECT_EQ(recurrent, form == DeltaRuleForm::kFastest && n <= 2)
           << "sequence " << i;
-      const Result want = RunFast(in, recurrent, nullptr, MatMulIsa::kAuto);
+      const Result want = RunFast(in, recurrent, nullptr, CpuIsa::kAuto);
       const float* got_out = out->as<float>() + offset * hv * dv;
       const float* got_state = state->as<float>() + i * hv * dk * dv;
       EXPECT_EQ(std::vector<float>(got_out, got_out + want.out.size()),

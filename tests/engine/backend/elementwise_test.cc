@@ -55,10 +55,10 @@ std::vector<uint8_t> Weights(const std::vector<float>& w, ElementType type) {
   return bytes;
 }
 
-std::vector<MatMulIsa> Paths() {
-  std::vector<MatMulIsa> paths = {MatMulIsa::kScalar};
-  for (MatMulIsa isa : {MatMulIsa::kAvx2, MatMulIsa::kAvx512}) {
-    if (MatMulIsaSupported(isa)) paths.push_back(isa);
+std::vector<CpuIsa> Paths() {
+  std::vector<CpuIsa> paths = {CpuIsa::kScalar};
+  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (CpuIsaSupported(isa)) paths.push_back(isa);
   }
   return paths;
 }
@@ -93,8 +93,8 @@ template <typename Fast>
 void ExpectInvariant(int64_t rows, int64_t row_len, const Fast& fast,
                      const char* what) {
   ThreadPool one(1), two(2), three(3);
-  const std::vector<float> base = fast(MatMulIsa::kScalar, &one, rows);
-  for (MatMulIsa isa : Paths()) {
+  const std::vector<float> base = fast(CpuIsa::kScalar, &one, rows);
+  for (CpuIsa isa : Paths()) {
     for (ThreadPool* pool : {&one, &two, &three}) {
       ExpectSameBits(fast(isa, pool, rows), base, what);
     }
@@ -115,13 +115,13 @@ TEST(ElementwiseTest, RmsNormMatchesReferenceAndIsInvariant) {
       std::vector<float> ref(x.size());
       reference::RmsNormZeroCentred(x.data(), rows, dim, w.data(), type, 1e-6f,
                                     ref.data());
-      auto fast = [&](MatMulIsa isa, ThreadPool* pool, int64_t n) {
+      auto fast = [&](CpuIsa isa, ThreadPool* pool, int64_t n) {
         std::vector<float> out(x.begin(), x.begin() + n * dim);
         fast::RmsNormZeroCentred(out.data(), n, dim, w.data(), type, 1e-6f,
                                  out.data(), pool, isa);  // in place
         return out;
       };
-      ExpectClose(fast(MatMulIsa::kAuto, nullptr, rows), ref, "rms norm");
+      ExpectClose(fast(CpuIsa::kAuto, nullptr, rows), ref, "rms norm");
       ExpectInvariant(rows, dim, fast, "rms norm");
     }
   }
@@ -140,13 +140,13 @@ TEST(ElementwiseTest, GatedRmsNormMatchesReferenceAndIsInvariant) {
       std::vector<float> ref(o.size());
       reference::GatedRmsNorm(o.data(), z.data(), rows, dim, w.data(), type,
                               1e-6f, ref.data());
-      auto fast = [&](MatMulIsa isa, ThreadPool* pool, int64_t n) {
+      auto fast = [&](CpuIsa isa, ThreadPool* pool, int64_t n) {
         std::vector<float> out(n * dim);
         fast::GatedRmsNorm(o.data(), z.data(), n, dim, w.data(), type, 1e-6f,
                            out.data(), pool, isa);
         return out;
       };
-      ExpectClose(fast(MatMulIsa::kAuto, nullptr, rows), ref, "gated norm");
+      ExpectClose(fast(CpuIsa::kAuto, nullptr, rows), ref, "gated norm");
       ExpectInvariant(rows, dim, fast, "gated norm");
     }
   }
@@ -158,12 +158,12 @@ TEST(ElementwiseTest, L2NormRowsMatchesReferenceAndIsInvariant) {
     const std::vector<float> x = Random(rows * dim, 6 + dim);
     std::vector<float> ref = x;
     reference::L2NormRows(ref.data(), rows, dim, 0.125f);
-    auto fast = [&](MatMulIsa isa, ThreadPool* pool, int64_t n) {
+    auto fast = [&](CpuIsa isa, ThreadPool* pool, int64_t n) {
       std::vector<float> out(x.begin(), x.begin() + n * dim);
       fast::L2NormRows(out.data(), n, dim, 0.125f, pool, isa);
       return out;
     };
-    ExpectClose(fast(MatMulIsa::kAuto, nullptr, rows), ref, "l2 norm");
+    ExpectClose(fast(CpuIsa::kAuto, nullptr, rows), ref, "l2 norm");
     ExpectInvariant(rows, dim, fast, "l2 norm");
   }
 }
@@ -176,18 +176,18 @@ TEST(ElementwiseTest, SwiGluAndSigmoidGateMatchReference) {
     std::vector<float> ref(n), ref_gated = up;
     reference::SwiGlu(gate.data(), up.data(), n, ref.data());
     reference::SigmoidGate(ref_gated.data(), gate.data(), n);
-    auto swiglu = [&](MatMulIsa isa, ThreadPool* pool, int64_t count) {
+    auto swiglu = [&](CpuIsa isa, ThreadPool* pool, int64_t count) {
       std::vector<float> out(gate.begin(), gate.begin() + count);
       fast::SwiGlu(out.data(), up.data(), count, out.data(), pool, isa);
       return out;  // out aliases gate, as the decoder calls it
     };
-    auto sigmoid = [&](MatMulIsa isa, ThreadPool* pool, int64_t count) {
+    auto sigmoid = [&](CpuIsa isa, ThreadPool* pool, int64_t count) {
       std::vector<float> out(up.begin(), up.begin() + count);
       fast::SigmoidGate(out.data(), gate.data(), count, pool, isa);
       return out;
     };
-    ExpectClose(swiglu(MatMulIsa::kAuto, nullptr, n), ref, "swiglu");
-    ExpectClose(sigmoid(MatMulIsa::kAuto, nullptr, n), ref_gated, "sigmoid");
+    ExpectClose(swiglu(CpuIsa::kAuto, nullptr, n), ref, "swiglu");
+    ExpectClose(sigmoid(CpuIsa::kAuto, nullptr, n), ref_gated, "sigmoid");
     // "Rows" of one element: a prefix has the bits it has in the whole.
     ExpectInvariant(n, 1, swiglu, "swiglu");
     ExpectInvariant(n, 1, sigmoid, "sigmoid");
@@ -251,7 +251,7 @@ TEST(ElementwiseTest, ResidualAddMatchesReferenceWithStats) {
     std::vector<float> plain_x = x;
     fast::ResidualAdd(plain_x.data(), u.data(), rows, hidden, nullptr, nullptr);
     ExpectSameBits(plain_x, ref_x, "x + u without stats");
-    auto fast = [&](MatMulIsa isa, ThreadPool* pool, int64_t n) {
+    auto fast = [&](CpuIsa isa, ThreadPool* pool, int64_t n) {
       std::vector<float> out(x.begin(), x.begin() + n * hidden);
       std::vector<float> s(n * kResidualStatsColumns);
       fast::ResidualAdd(out.data(), u.data(), n, hidden, s.data(), pool, isa);
@@ -284,7 +284,7 @@ TEST(ElementwiseTest, CausalConvMatchesReferenceAcrossSequences) {
                                     ref_windows.data() + s * window_elems,
                                     ref_out.data() + t0 * channels);
       }
-      auto run = [&](MatMulIsa isa, ThreadPool* pool, std::vector<float>& out,
+      auto run = [&](CpuIsa isa, ThreadPool* pool, std::vector<float>& out,
                      std::vector<float>& windows) {
         std::vector<fast::ConvSequence> seqs;
         for (size_t s = 0, t0 = 0; s < lengths.size(); t0 += lengths[s], ++s) {
@@ -296,11 +296,11 @@ TEST(ElementwiseTest, CausalConvMatchesReferenceAcrossSequences) {
                                channels, kernel, w.data(), type, pool, isa);
       };
       std::vector<float> out(total * channels), windows = windows0;
-      run(MatMulIsa::kAuto, nullptr, out, windows);
+      run(CpuIsa::kAuto, nullptr, out, windows);
       ExpectClose(out, ref_out, "conv output");
       ExpectSameBits(windows, ref_windows, "conv windows");  // copies only
       ThreadPool two(2), three(3);
-      for (MatMulIsa isa : Paths()) {
+      for (CpuIsa isa : Paths()) {
         for (ThreadPool* pool : {&two, &three}) {
           std::vector<float> o2(total * channels), w2 = windows0;
           run(isa, pool, o2, w2);
@@ -351,13 +351,13 @@ TEST(ElementwiseTest, ArgMaxRowsIsTheReferencesFirstLargest) {
       ref[r] = reference::ArgMaxRow(x.data() + r * width, width);
     }
     ThreadPool one(1), two(2);
-    for (MatMulIsa isa : Paths()) {
+    for (CpuIsa isa : Paths()) {
       for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &one, &two}) {
         std::vector<int32_t> ids(static_cast<size_t>(rows), -7);
         fast::ArgMaxRows(x.data(), rows, width, ids.data(), pool, isa);
         for (int64_t r = 0; r < rows; ++r) {
           ASSERT_EQ(ids[r], ref[r]) << "width " << width << ", row " << r
-                                    << ", path " << MatMulIsaName(isa);
+                                    << ", path " << CpuIsaName(isa);
         }
       }
     }
@@ -399,7 +399,7 @@ TEST(ElementwiseTest, GdnGatesMatchReference) {
       reference::GdnGates(a.data(), b.data(), tokens, heads, a_log_w.data(),
                           type, dt_w.data(), type, ref_g.data(),
                           ref_beta.data());
-      auto run = [&](MatMulIsa isa, ThreadPool* pool) {
+      auto run = [&](CpuIsa isa, ThreadPool* pool) {
         std::vector<float> g(n, -1.0f), beta(n, -1.0f);
         fast::GdnGates(a.data(), b.data(), tokens, heads, a_log_w.data(), type,
                        dt_w.data(), type, g.data(), beta.data(), pool, isa);
@@ -408,7 +408,7 @@ TEST(ElementwiseTest, GdnGatesMatchReference) {
       };
       std::vector<float> ref = ref_g;
       ref.insert(ref.end(), ref_beta.begin(), ref_beta.end());
-      const std::vector<float> base = run(MatMulIsa::kScalar, nullptr);
+      const std::vector<float> base = run(CpuIsa::kScalar, nullptr);
       for (int64_t i = 0; i < 2 * n; ++i) {
         ASSERT_EQ(std::isnan(base[i]), std::isnan(ref[i])) << i;
         if (std::isnan(ref[i])) continue;
@@ -426,12 +426,12 @@ TEST(ElementwiseTest, GdnGatesMatchReference) {
       EXPECT_LE(differ, static_cast<size_t>(2 * n) / 100 + 1)
           << "gates: not the reference's bits";
       ThreadPool two(2);
-      for (MatMulIsa isa : Paths()) {
+      for (CpuIsa isa : Paths()) {
         for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two}) {
           const std::vector<float> got = run(isa, pool);
           ASSERT_EQ(std::memcmp(got.data(), base.data(),
                                 got.size() * sizeof(float)), 0)
-              << "gates: path " << MatMulIsaName(isa);
+              << "gates: path " << CpuIsaName(isa);
         }
       }
     }

@@ -21,15 +21,15 @@
 namespace tributary {
 namespace {
 
-const MatMulIsa kAllIsas[] = {MatMulIsa::kScalar, MatMulIsa::kAvx2,
-                              MatMulIsa::kAvx512};
+const CpuIsa kAllIsas[] = {CpuIsa::kScalar, CpuIsa::kAvx2,
+                              CpuIsa::kAvx512};
 const ElementType kAllTypes[] = {ElementType::kF32, ElementType::kBF16,
                                  ElementType::kF16};
 
-std::vector<MatMulIsa> SupportedIsas() {
-  std::vector<MatMulIsa> isas;
-  for (MatMulIsa isa : kAllIsas) {
-    if (MatMulIsaSupported(isa)) isas.push_back(isa);
+std::vector<CpuIsa> SupportedIsas() {
+  std::vector<CpuIsa> isas;
+  for (CpuIsa isa : kAllIsas) {
+    if (CpuIsaSupported(isa)) isas.push_back(isa);
   }
   return isas;
 }
@@ -81,9 +81,9 @@ struct Shape {
   int64_t tokens, in, out;
 };
 
-std::string Describe(MatMulIsa isa, ElementType type, const Shape& s,
+std::string Describe(CpuIsa isa, ElementType type, const Shape& s,
                      int threads) {
-  return std::string(MatMulIsaName(isa)) + " " + ElementTypeName(type) +
+  return std::string(CpuIsaName(isa)) + " " + ElementTypeName(type) +
          " T=" + std::to_string(s.tokens) + " in=" + std::to_string(s.in) +
          " out=" + std::to_string(s.out) +
          " threads=" + std::to_string(threads);
@@ -104,7 +104,7 @@ void ExpectClose(const std::vector<float>& got, const std::vector<float>& ref,
 }
 
 std::vector<float> RunMatMul(
-    MatMulIsa isa, const std::vector<float>& x, const Shape& s,
+    CpuIsa isa, const std::vector<float>& x, const Shape& s,
     const std::vector<uint8_t>& w, ElementType type, ThreadPool* pool,
     MatMulPrecision precision = MatMulPrecision::kF32) {
   std::vector<float> y(static_cast<size_t>(s.tokens * s.out), -1.0f);
@@ -124,8 +124,8 @@ TEST(MatMulTest, F16TestWeightsAreExact) {
 }
 
 TEST(MatMulTest, AutoPathIsSupported) {
-  EXPECT_TRUE(MatMulIsaSupported(BestMatMulIsa()));
-  EXPECT_NE(BestMatMulIsa(), MatMulIsa::kAuto);
+  EXPECT_TRUE(CpuIsaSupported(BestCpuIsa()));
+  EXPECT_NE(BestCpuIsa(), CpuIsa::kAuto);
 }
 
 TEST(MatMulTest, MatchesReferenceOnEveryPathTypeAndOddShape) {
@@ -147,7 +147,7 @@ TEST(MatMulTest, MatchesReferenceOnEveryPathTypeAndOddShape) {
       std::vector<float> ref(s.tokens * s.out);
       reference::MatMul(x.data(), s.tokens, s.in, w.data(), type, s.out,
                         ref.data());
-      for (MatMulIsa isa : SupportedIsas()) {
+      for (CpuIsa isa : SupportedIsas()) {
         ExpectClose(RunMatMul(isa, x, s, w, type, &pool), ref, s, 1e-5f,
                     Describe(isa, type, s, 2));
       }
@@ -198,7 +198,7 @@ TEST(MatMulTest, BatchInvariantBitForBit) {
   const std::vector<float> x = RandomFloats(full.tokens * full.in, 5);
   for (ElementType type : kAllTypes) {
     const std::vector<uint8_t> w = RandomWeights(type, full.in * full.out, 6);
-    for (MatMulIsa isa : SupportedIsas()) {
+    for (CpuIsa isa : SupportedIsas()) {
       const std::vector<float> y_full = RunMatMul(isa, x, full, w, type, &pool);
       for (int64_t step : {1, 2, 3, 4, 7, 16, 17, 64}) {
         for (int64_t t0 = 0; t0 < full.tokens; t0 += step) {
@@ -225,7 +225,7 @@ TEST(MatMulTest, SameBitsForAnyThreadCount) {
     const std::vector<float> x = RandomFloats(s.tokens * s.in, 8);
     const std::vector<uint8_t> w =
         RandomWeights(ElementType::kBF16, s.in * s.out, 9);
-    for (MatMulIsa isa : SupportedIsas()) {
+    for (CpuIsa isa : SupportedIsas()) {
       const std::vector<float> y0 =
           RunMatMul(isa, x, s, w, ElementType::kBF16, nullptr);
       for (ThreadPool* pool : pools) {
@@ -248,8 +248,8 @@ TEST(MatMulTest, AllPathsGiveTheSameBits) {
     for (ElementType type : kAllTypes) {
       const std::vector<uint8_t> w = RandomWeights(type, s.in * s.out, 22);
       const std::vector<float> scalar =
-          RunMatMul(MatMulIsa::kScalar, x, s, w, type, &pool);
-      for (MatMulIsa isa : SupportedIsas()) {
+          RunMatMul(CpuIsa::kScalar, x, s, w, type, &pool);
+      for (CpuIsa isa : SupportedIsas()) {
         EXPECT_EQ(scalar, RunMatMul(isa, x, s, w, type, &pool))
             << Describe(isa, type, s, 2);
       }
@@ -266,9 +266,9 @@ TEST(MatMulTest, UnsupportedPathFallsBackToScalar) {
   std::vector<float> ref(s.tokens * s.out);
   reference::MatMul(x.data(), s.tokens, s.in, w.data(), ElementType::kF32,
                     s.out, ref.data());
-  for (MatMulIsa isa : kAllIsas) {
+  for (CpuIsa isa : kAllIsas) {
     ExpectClose(RunMatMul(isa, x, s, w, ElementType::kF32, nullptr), ref, s,
-                1e-5f, MatMulIsaName(isa));
+                1e-5f, CpuIsaName(isa));
   }
 }
 
@@ -301,7 +301,7 @@ TEST(MatMulTest, SharedInputGivesEachProductsBits) {
       MatMulShared(x.data(), tokens, in, with_empty, 3, &pool, precision);
       for (int i = 0; i < 4; ++i) {
         const Shape s{tokens, in, outs[i]};
-        EXPECT_EQ(ys[i], RunMatMul(MatMulIsa::kAuto, x, s, ws[i], types[i],
+        EXPECT_EQ(ys[i], RunMatMul(CpuIsa::kAuto, x, s, ws[i], types[i],
                                    nullptr, precision))
             << "product " << i << " T=" << tokens << " "
             << MatMulPrecisionName(precision);
@@ -332,18 +332,18 @@ std::vector<double> Bf16ProductsInDouble(const std::vector<float>& x,
   return y;
 }
 
-std::vector<MatMulIsa> Bf16Paths() {
+std::vector<CpuIsa> Bf16Paths() {
   // kScalar is the naive twin; kAvx512 runs VDPBF16PS where the CPU has it.
-  std::vector<MatMulIsa> isas = {MatMulIsa::kScalar};
-  if (MatMulBf16DotSupported()) isas.push_back(MatMulIsa::kAvx512);
+  std::vector<CpuIsa> isas = {CpuIsa::kScalar};
+  if (MatMulBf16DotSupported()) isas.push_back(CpuIsa::kAvx512);
   return isas;
 }
 
-const matmul_internal::MatMulKernels& KernelsOf(MatMulIsa isa) {
+const matmul_internal::MatMulKernels& KernelsOf(CpuIsa isa) {
   switch (isa) {
-    case MatMulIsa::kAvx512:
+    case CpuIsa::kAvx512:
       return matmul_internal::Avx512Kernels();
-    case MatMulIsa::kAvx2:
+    case CpuIsa::kAvx2:
       return matmul_internal::Avx2Kernels();
     default:
       return matmul_internal::ScalarKernels();
@@ -357,7 +357,7 @@ const matmul_internal::MatMulKernels& KernelsOf(MatMulIsa isa) {
 TEST(MatMulKernelsTest, SegmentsCarryingLanesGiveOnePassBits) {
   constexpr int64_t kK = 1100;  // segments of 512, 512 and 76 (a part chunk)
   constexpr int64_t kSegment = 512;
-  for (MatMulIsa isa : SupportedIsas()) {
+  for (CpuIsa isa : SupportedIsas()) {
     const matmul_internal::MatMulKernels& kern = KernelsOf(isa);
     for (ElementType type : kAllTypes) {
       for (int m = 1; m <= kern.mr; ++m) {
@@ -387,7 +387,7 @@ TEST(MatMulKernelsTest, SegmentsCarryingLanesGiveOnePassBits) {
         }
         EXPECT_EQ(0, std::memcmp(one_pass.data(), segmented.data(),
                                  one_pass.size() * sizeof(float)))
-            << MatMulIsaName(isa) << " " << ElementTypeName(type)
+            << CpuIsaName(isa) << " " << ElementTypeName(type)
             << " m=" << m;
       }
     }
@@ -427,7 +427,7 @@ TEST(MatMulBf16Test, IsTheRoundedProductsOnEveryPathAndShape) {
         RandomWeights(ElementType::kBF16, s.in * s.out, 32);
     const std::vector<double> exact = Bf16ProductsInDouble(x, s, w);
     const std::vector<float> twin = RunMatMul(
-        MatMulIsa::kScalar, x, s, w, ElementType::kBF16, &pool,
+        CpuIsa::kScalar, x, s, w, ElementType::kBF16, &pool,
         MatMulPrecision::kBF16);
     // f32 sums of |terms| ≈ 1: within a few ulps of the sum's scale.
     for (int64_t t = 0; t < s.tokens; ++t) {
@@ -438,7 +438,7 @@ TEST(MatMulBf16Test, IsTheRoundedProductsOnEveryPathAndShape) {
             << " at " << t << "," << o;
       }
     }
-    for (MatMulIsa isa : Bf16Paths()) {
+    for (CpuIsa isa : Bf16Paths()) {
       EXPECT_EQ(twin, RunMatMul(isa, x, s, w, ElementType::kBF16, &pool,
                                 MatMulPrecision::kBF16))
           << Describe(isa, ElementType::kBF16, s, 2);
@@ -484,10 +484,10 @@ TEST(MatMulBf16Test, FlushesSubnormalsAsTheInstructionDoes) {
     std::memcpy(w.data() + 2 * i, &h, 2);
   }
   const std::vector<float> twin = RunMatMul(
-      MatMulIsa::kScalar, x, s, w, ElementType::kBF16, nullptr,
+      CpuIsa::kScalar, x, s, w, ElementType::kBF16, nullptr,
       MatMulPrecision::kBF16);
   const std::vector<float> fast = RunMatMul(
-      MatMulIsa::kAvx512, x, s, w, ElementType::kBF16, nullptr,
+      CpuIsa::kAvx512, x, s, w, ElementType::kBF16, nullptr,
       MatMulPrecision::kBF16);
   // Without the flushes the sums would be the exact ones to f32 rounding;
   // the test must reach both kinds of output.
@@ -539,11 +539,11 @@ TEST(MatMulBf16Test, FlushesSumsJustBelowTheNormalRange) {
     const uint16_t h[2] = {bf16(c.w0), bf16(c.w1)};
     std::memcpy(w.data(), h, 4);
     const std::vector<float> twin = RunMatMul(
-        MatMulIsa::kScalar, x, s, w, ElementType::kBF16, nullptr,
+        CpuIsa::kScalar, x, s, w, ElementType::kBF16, nullptr,
         MatMulPrecision::kBF16);
     if (MatMulBf16DotSupported()) {
       const std::vector<float> fast = RunMatMul(
-          MatMulIsa::kAvx512, x, s, w, ElementType::kBF16, nullptr,
+          CpuIsa::kAvx512, x, s, w, ElementType::kBF16, nullptr,
           MatMulPrecision::kBF16);
       EXPECT_EQ(0, std::memcmp(twin.data(), fast.data(), sizeof(float)))
           << std::hexfloat << "twin " << twin[0] << " instruction " << fast[0];
@@ -555,7 +555,7 @@ TEST(MatMulBf16Test, FlushesSumsJustBelowTheNormalRange) {
   std::vector<uint8_t> w(4);
   const uint16_t h[2] = {bf16(cases[0].w0), bf16(cases[0].w1)};
   std::memcpy(w.data(), h, 4);
-  EXPECT_EQ(RunMatMul(MatMulIsa::kScalar, x, Shape{1, 2, 1}, w,
+  EXPECT_EQ(RunMatMul(CpuIsa::kScalar, x, Shape{1, 2, 1}, w,
                       ElementType::kBF16, nullptr, MatMulPrecision::kBF16)[0],
             0.0f);
 }
@@ -566,13 +566,13 @@ TEST(MatMulBf16Test, BatchAndThreadInvariantBitForBit) {
   const std::vector<float> x = RandomFloats(full.tokens * full.in, 41);
   const std::vector<uint8_t> w =
       RandomWeights(ElementType::kBF16, full.in * full.out, 42);
-  for (MatMulIsa isa : Bf16Paths()) {
+  for (CpuIsa isa : Bf16Paths()) {
     const std::vector<float> y_full = RunMatMul(
         isa, x, full, w, ElementType::kBF16, &pool2, MatMulPrecision::kBF16);
     for (ThreadPool* pool : {&pool1, &pool3}) {
       EXPECT_EQ(y_full, RunMatMul(isa, x, full, w, ElementType::kBF16, pool,
                                   MatMulPrecision::kBF16))
-          << MatMulIsaName(isa) << " threads " << pool->num_threads();
+          << CpuIsaName(isa) << " threads " << pool->num_threads();
     }
     for (int64_t step : {1, 2, 5, 6, 7, 33}) {
       for (int64_t t0 = 0; t0 < full.tokens; t0 += step) {
@@ -585,7 +585,7 @@ TEST(MatMulBf16Test, BatchAndThreadInvariantBitForBit) {
                       MatMulPrecision::kBF16);
         ASSERT_EQ(0, std::memcmp(yp.data(), y_full.data() + t0 * full.out,
                                  yp.size() * sizeof(float)))
-            << MatMulIsaName(isa) << " tokens from " << t0 << " by " << step;
+            << CpuIsaName(isa) << " tokens from " << t0 << " by " << step;
       }
     }
   }
@@ -635,7 +635,7 @@ TEST(MatMulBf16Test, PackedWeightsGiveTheStoredRowsBits) {
     PackBf16Pairs(reinterpret_cast<const uint16_t*>(w.data()), s.out, s.in,
                   packed.data(), &pool);
     const std::vector<float> rows = RunMatMul(
-        MatMulIsa::kAuto, x, s, w, ElementType::kBF16, &pool,
+        CpuIsa::kAuto, x, s, w, ElementType::kBF16, &pool,
         MatMulPrecision::kBF16);
     std::vector<float> y(static_cast<size_t>(s.tokens * s.out), -1.0f);
     MatMul(x.data(), s.tokens, s.in, packed.data(), ElementType::kBF16, s.out,
@@ -692,7 +692,7 @@ TEST(MatMulF32PairsTest, IsOneFmaChainPerOutputOnEveryPathAndShape) {
     std::vector<uint16_t> packed(
         static_cast<size_t>(Bf16PairsElements(s.out, s.in)));
     PackBf16Pairs(wb, s.out, s.in, packed.data(), nullptr);
-    for (MatMulIsa isa : SupportedIsas()) {
+    for (CpuIsa isa : SupportedIsas()) {
       for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2,
                                &pool3}) {
         std::vector<float> y(expected.size(), -1.0f);
@@ -714,8 +714,8 @@ TEST(MatMulBf16Test, OtherWeightTypesKeepF32Products) {
   const std::vector<float> x = RandomFloats(s.tokens * s.in, 51);
   for (ElementType type : {ElementType::kF32, ElementType::kF16}) {
     const std::vector<uint8_t> w = RandomWeights(type, s.in * s.out, 52);
-    EXPECT_EQ(RunMatMul(MatMulIsa::kAuto, x, s, w, type, &pool),
-              RunMatMul(MatMulIsa::kAuto, x, s, w, type, &pool,
+    EXPECT_EQ(RunMatMul(CpuIsa::kAuto, x, s, w, type, &pool),
+              RunMatMul(CpuIsa::kAuto, x, s, w, type, &pool,
                         MatMulPrecision::kBF16))
         << ElementTypeName(type);
   }
