@@ -73,3 +73,18 @@ function(tributary_add_test name)
   add_test(NAME ${name} COMMAND ${name})
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}")
 endfunction()
+
+# The virtual environments of the Python test tools (the deployment checks'
+# PyPI tools, the openai SDK), shared by every build folder: one per
+# requirements file content, under TRIBUTARY_VENV_DIR (default: .venvs next
+# to the build folder, i.e. in the source tree for build/, build-asan/ and
+# build-tsan/), so that a Release and a sanitizer build make each one once.
+# tributary_tools_venv(OUT NAME REQUIREMENTS): OUT = that venv's folder.
+set(TRIBUTARY_VENV_DIR "${CMAKE_BINARY_DIR}/../.venvs" CACHE PATH
+    "Where the Python test tools' virtual environments are kept")
+function(tributary_tools_venv out name requirements)
+  file(SHA256 ${requirements} hash)
+  string(SUBSTRING ${hash} 0 16 hash)
+  get_filename_component(dir "${TRIBUTARY_VENV_DIR}" ABSOLUTE)
+  set(${out} "${dir}/${name}-${hash}" PARENT_SCOPE)
+endfunction()

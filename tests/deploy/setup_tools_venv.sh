@@ -5,11 +5,16 @@
 # Debian's python3 (with python3-venv, from scripts/install-deps.sh), not
 # whatever python3 comes first on the PATH, so that CI and developers get the
 # same interpreter. Needs PyPI the first time; reused while requirements.txt
-# is unchanged.
+# is unchanged. Build folders share a venv (cmake/TributaryOptions.cmake:
+# tributary_tools_venv), so its creation holds a lock beside it: a second
+# test run waits, then finds it made.
 set -euo pipefail
 venv=$1
 requirements=$2
 python=/usr/bin/python3
+mkdir -p "$(dirname "$venv")"
+exec 9>"$venv.lock"
+flock 9
 
 fail() { echo "setup_tools_venv: $*" >&2; exit 1; }
 [ -x "$python" ] || fail "$python not found: run ./scripts/install-deps.sh"
