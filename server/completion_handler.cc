@@ -260,7 +260,7 @@ void CompletionHandler::Serve(OpenAiEndpoint endpoint,
   }
   if (absl::Status submitted =
           exchange->Submit(service_.engine, *std::move(converted),
-                           SlowReaderPolicy::FromConfig(*service_.config),
+                           service_.config->slow_readers,
                            std::move(oo),
                            ClientWatch::For(http_request));
       !submitted.ok()) {

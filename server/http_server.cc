@@ -132,7 +132,7 @@ absl::StatusOr<std::unique_ptr<HttpApiServer>> HttpApiServer::Start(
   http.set_keep_alive_max_count(kKeepAliveMaxRequests);
   // A read or a write (a client that does not read its stream) gives up
   // after the gRPC stream's --stream-write-timeout.
-  const auto timeout = absl::ToChronoMicroseconds(config.stream_write_timeout);
+  const auto timeout = absl::ToChronoMicroseconds(config.slow_readers.max_write_pending);
   http.set_read_timeout(timeout);
   http.set_write_timeout(timeout);
   http.set_payload_max_length(static_cast<size_t>(config.max_message_bytes));

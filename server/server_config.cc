@@ -256,12 +256,13 @@ absl::StatusOr<ServerConfig> ParseServerFlags(int argc, const char* const* argv,
                                1 << 24));
   ASSIGN_OR_RETURN(c.cache_mib,
                    args.GetInt("cache-mib", c.cache_mib, 1, 1 << 24));
-  ASSIGN_OR_RETURN(c.stream_buffer_tokens,
-                   args.GetInt("stream-buffer-tokens", c.stream_buffer_tokens,
+  SlowReaderPolicy& slow = c.slow_readers;
+  ASSIGN_OR_RETURN(slow.max_pending_tokens,
+                   args.GetInt("stream-buffer-tokens", slow.max_pending_tokens,
                                1, 1 << 24));
-  ASSIGN_OR_RETURN(c.stream_write_timeout,
+  ASSIGN_OR_RETURN(slow.max_write_pending,
                    GetSeconds(args, "stream-write-timeout",
-                              c.stream_write_timeout, 86400));
+                              slow.max_write_pending, 86400));
   ASSIGN_OR_RETURN(c.liveness_timeout,
                    GetSeconds(args, "liveness-timeout", c.liveness_timeout,
                               86400));

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "engine/backend/backend_options.h"
+#include "server/slow_reader_policy.h"
 
 namespace tributary {
 
@@ -78,11 +79,11 @@ struct ServerConfig {
   int64_t cache_mib = 256;              // KV blocks + state slots
 
   // --- Streaming back-pressure ---
-  // A client that stops reading is cut off (RESOURCE_EXHAUSTED) when this
-  // many generated tokens wait for it, or when one write has been pending
-  // for stream_write_timeout.
-  int64_t stream_buffer_tokens = 4096;
-  absl::Duration stream_write_timeout = absl::Seconds(30);
+  // When a client that stops reading is cut off (RESOURCE_EXHAUSTED), on
+  // gRPC and HTTP alike: --stream-buffer-tokens (max_pending_tokens) and
+  // --stream-write-timeout (max_write_pending, also the HTTP socket's write
+  // timeout).
+  SlowReaderPolicy slow_readers;
 
   // --- Health and shutdown ---
   // Work pending and no engine step finished for this long: NOT_SERVING, so

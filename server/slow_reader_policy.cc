@@ -4,13 +4,6 @@
 
 namespace tributary {
 
-SlowReaderPolicy SlowReaderPolicy::FromConfig(const ServerConfig& config) {
-  SlowReaderPolicy policy;
-  policy.max_pending_tokens = config.stream_buffer_tokens;
-  policy.max_write_pending = config.stream_write_timeout;
-  return policy;
-}
-
 bool SlowReaderPolicy::CutsOff(int64_t pending_tokens,
                                std::optional<absl::Time> write_started,
                                absl::Time now) const {

@@ -13,7 +13,6 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "server/server_config.h"
 
 namespace tributary {
 
@@ -21,8 +20,6 @@ struct SlowReaderPolicy {
   int64_t max_pending_tokens = 4096;  // --stream-buffer-tokens
   absl::Duration max_write_pending =
       absl::Seconds(30);  // --stream-write-timeout
-
-  static SlowReaderPolicy FromConfig(const ServerConfig& config);
 
   // Whether a client with `pending_tokens` tokens waiting for it and a write
   // in flight since `write_started` (nullopt: none, or the transport bounds

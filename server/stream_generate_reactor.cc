@@ -24,8 +24,7 @@ class StreamGenerateReactor::Sink : public TokenSink {
     grpc::Status status;
     {
       std::lock_guard<std::mutex> lock(r->mu_);
-      const SlowReaderPolicy policy =
-          SlowReaderPolicy::FromConfig(*r->service_.config);
+      const SlowReaderPolicy& policy = r->service_.config->slow_readers;
       if (!r->client_gone_) {
         r->service_.converter->AppendEvent(event, r->options_, &r->pending_);
         r->has_pending_ = true;

@@ -1,11 +1,11 @@
 // GenerateStream: the engine's events become messages, one write in flight
 // at a time (design.md §2). Events that arrive while a write is in flight
 // are merged into one pending message, so a slow reader costs at most one
-// message of buffer per call, not one per token; a reader that falls more
-// than stream_buffer_tokens tokens behind, or leaves one write pending for
-// stream_write_timeout, is cut off with RESOURCE_EXHAUSTED and its sequence
-// is cancelled in the engine (its KV blocks and state slot return to the
-// pools). Client cancellation and deadlines reach Engine::Cancel.
+// message of buffer per call, not one per token; a reader further behind
+// than ServerConfig::slow_readers allows (tokens waiting, or one write
+// pending too long: slow_reader_policy.h) is cut off with RESOURCE_EXHAUSTED
+// and its sequence is cancelled in the engine (its KV blocks and state slot
+// return to the pools). Client cancellation and deadlines reach Engine::Cancel.
 //
 // Threads: OnEvent runs on the engine thread; OnWriteDone, OnCancel and
 // OnDone on gRPC's. The state they share is under mu_, where the next gRPC

@@ -77,7 +77,8 @@ inline Tensor AsShape(const Tensor& t, const Shape& shape) {
 // Rows [begin, begin + count) of the outermost dimension, as a view.
 inline Tensor RowsOf(const Tensor& t, int64_t begin, int64_t count) {
   Tensor v = t;
-  const size_t row_bytes = t.size_bytes() / static_cast<size_t>(t.shape[0]);
+  const size_t row_bytes =
+      t.shape[0] == 0 ? 0 : t.size_bytes() / static_cast<size_t>(t.shape[0]);
   v.data = static_cast<char*>(t.data) + static_cast<size_t>(begin) * row_bytes;
   v.shape.dims[0] = count;
   return v;

@@ -40,9 +40,6 @@ class BufferArena {
   // undefined: whatever the last step left there).
   absl::StatusOr<Tensor> Take(ElementType type, const Shape& shape);
 
-  // Buffers held, whatever their use this step.
-  size_t num_buffers() const { return buffers_.size(); }
-
  private:
   Backend* backend_;
   std::vector<Tensor> buffers_;  // each as allocated: its full size

@@ -462,8 +462,9 @@ absl::Status HybridDecoder::RunStep(StepActivations& step, const StepIo& io,
 
 Tensor HybridDecoder::SublayerStats(const StepActivations& step, int64_t sublayer) {
   if (step.stats.data == nullptr) return Tensor{};
-  Tensor all_rows = RowsOf(step.stats, sublayer, 1);
-  all_rows.shape = Shape{step.stats.shape[1], kResidualStatsColumns};
+  const Tensor all_rows =
+      AsShape(RowsOf(step.stats, sublayer, 1),
+              Shape{step.stats.shape[1], kResidualStatsColumns});
   return RowsOf(all_rows, step.first_row, step.num_tokens);
 }
 

@@ -79,8 +79,6 @@ struct StepBatch {
       lens_owners;
   // What the forward is asked (interventions points into this batch).
   ForwardOptions forward;
-  // Rows whose logits come back to the host (not device_choice).
-  size_t num_logits_rows = 0;
   // What goes back to the scheduler.
   StepResult result;
 

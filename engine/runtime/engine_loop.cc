@@ -364,7 +364,6 @@ void Engine::Impl::BuildForwardOptions(const StepPlan& plan, StepBatch* batch) {
       }
     }
     options.device_choice[i] = where.on_device;
-    if (where.needs_logits()) ++batch->num_logits_rows;
   }
   if (draws) options.token_choices = std::move(token_choices);
 }
@@ -378,12 +377,16 @@ absl::StatusOr<ForwardOutput> Engine::Impl::RunForward(StepPlan* plan,
                                        batch.forward)
                     : absl::StatusOr<ForwardOutput>(injected);
   const size_t n = plan->sequences.size();
+  // Rows not chosen on the device come back in full.
+  const size_t num_logits_rows =
+      std::count(batch.forward.device_choice.begin(),
+                 batch.forward.device_choice.end(), false);
   if (forward.ok() &&
       (forward->logit_rows.size() != n || forward->device_ids.size() != n ||
        (!forward->device_logprobs.empty() &&
         forward->device_logprobs.size() != n) ||
        forward->logits.size() !=
-           batch.num_logits_rows * static_cast<size_t>(vocab_size))) {
+           num_logits_rows * static_cast<size_t>(vocab_size))) {
     forward = absl::InternalError(
         absl::StrCat("the forward returned ", forward->logit_rows.size(),
                      " logit rows for ", n, " sequences"));

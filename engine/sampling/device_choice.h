@@ -22,9 +22,6 @@ struct DeviceChoice {
   // the caller points history_begin / history_count at the request's
   // history entries.
   TokenChoice choice;
-
-  // Whether the row's logits come back to the host in full.
-  bool needs_logits() const { return !on_device; }
 };
 
 // The choice for a request with `params` whose next token is its

@@ -225,7 +225,7 @@ TEST(ServerRpcTest, FullQueueIsResourceExhausted) {
 
 TEST(ServerRpcTest, ClientThatStopsReadingIsCutOff) {
   ServerConfig config = TestServerConfig();
-  config.stream_buffer_tokens = 16;
+  config.slow_readers.max_pending_tokens = 16;
   config.metrics_port = 0;
   auto t = TestServer::Start(config);
   ASSERT_NE(t, nullptr);

@@ -7,10 +7,9 @@ namespace tributary {
 namespace {
 
 TEST(SlowReaderPolicyTest, CutsOffPastTheTokenBoundOrAWriteLongerThanItsBound) {
-  ServerConfig config;
-  config.stream_buffer_tokens = 8;
-  config.stream_write_timeout = absl::Seconds(2);
-  const SlowReaderPolicy policy = SlowReaderPolicy::FromConfig(config);
+  SlowReaderPolicy policy;
+  policy.max_pending_tokens = 8;
+  policy.max_write_pending = absl::Seconds(2);
   const absl::Time now = absl::FromUnixSeconds(1000);
   EXPECT_FALSE(policy.CutsOff(8, std::nullopt, now));  // at the bound: kept
   EXPECT_TRUE(policy.CutsOff(9, std::nullopt, now));

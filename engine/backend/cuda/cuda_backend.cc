@@ -28,15 +28,6 @@ ConstTyped In(const Tensor& t) { return ConstTyped{t.data, t.type}; }
 
 bool IsFloat(ElementType type) { return type != ElementType::kI32; }
 
-// Rows [row_begin, row_end) of the outermost dimension, as a tensor.
-Tensor RowRange(const Tensor& t, int64_t row_begin, int64_t row_end) {
-  Tensor v = t;
-  const size_t row_bytes = t.shape[0] == 0 ? 0 : t.size_bytes() / t.shape[0];
-  v.data = static_cast<char*>(t.data) + row_begin * row_bytes;
-  v.shape.dims[0] = row_end - row_begin;
-  return v;
-}
-
 cudaDataType_t CudaDataType(ElementType type) {
   switch (type) {
     case ElementType::kBF16:
@@ -376,7 +367,7 @@ void CudaBackend::ZeroRows(const Tensor& tensor, int64_t row_begin,
                "ZeroRows: rows outside the tensor")) {
     return;
   }
-  Zero(RowRange(tensor, row_begin, row_end));
+  Zero(RowsOf(tensor, row_begin, row_end - row_begin));
 }
 
 void CudaBackend::FillRandom(const Tensor& tensor, uint64_t seed, float low,
@@ -996,7 +987,7 @@ void CudaBackend::AddScaledVector(const Tensor& x, int64_t row_begin,
                "AddScaledVector: an f32 vector of the row width, rows inside")) {
     return;
   }
-  cuda::LaunchAddScaledVector(Out(RowRange(x, row_begin, row_end)),
+  cuda::LaunchAddScaledVector(Out(RowsOf(x, row_begin, row_end - row_begin)),
                               row_end - row_begin, x.cols(), v.as<float>(),
                               scale, stream_);
   CheckLaunch("AddScaledVector");
@@ -1011,7 +1002,7 @@ void CudaBackend::ProjectOut(const Tensor& x, int64_t row_begin,
                "ProjectOut: an f32 direction of the row width, rows inside")) {
     return;
   }
-  cuda::LaunchProjectOut(Out(RowRange(x, row_begin, row_end)),
+  cuda::LaunchProjectOut(Out(RowsOf(x, row_begin, row_end - row_begin)),
                          row_end - row_begin, x.cols(), u.as<float>(), stream_);
   CheckLaunch("ProjectOut");
 }
