@@ -51,8 +51,8 @@ __device__ __forceinline__ void MmaBf16(float (&d)[4], const uint32_t (&a)[4],
     float c[4];
   };
   const Fragments mine{{a[0], a[1], a[2], a[3]}, {b[0], b[1]}, {c[0], c[1], c[2], c[3]}};
-  Fragments all[kWarpSize];
-  ::tributary::cuda_emulation::WarpAllGather(&mine, sizeof mine, all);
+  const Fragments* all = static_cast<const Fragments*>(
+      ::tributary::cuda_emulation::WarpAllGather(&mine, sizeof mine));
   auto half = [](uint32_t reg, int which) {
     return ::tributary::Bf16ToF32(static_cast<uint16_t>(reg >> (16 * which)));
   };
@@ -68,10 +68,20 @@ __device__ __forceinline__ void MmaBf16(float (&d)[4], const uint32_t (&a)[4],
   };
   const int lane = static_cast<int>(threadIdx.x % kWarpSize);
   const int g = lane / 4, t = lane % 4;
+  // The lane's two rows of A (g, g + 8) and two columns of B (2t, 2t + 1),
+  // widened once each rather than once per output.
+  float a_rows[2][16], b_cols[2][16];
+  for (int k = 0; k < 16; ++k) {
+    a_rows[0][k] = a_at(g, k);
+    a_rows[1][k] = a_at(g + 8, k);
+    b_cols[0][k] = b_at(k, 2 * t);
+    b_cols[1][k] = b_at(k, 2 * t + 1);
+  }
   for (int i = 0; i < 4; ++i) {
-    const int row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
+    const float* a_row = a_rows[i >= 2 ? 1 : 0];
+    const float* b_col = b_cols[i & 1];
     float sum = c[i];
-    for (int k = 0; k < 16; ++k) sum += a_at(row, k) * b_at(k, col);
+    for (int k = 0; k < 16; ++k) sum += a_row[k] * b_col[k];
     d[i] = sum;
   }
 #else

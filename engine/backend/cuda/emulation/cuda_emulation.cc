@@ -118,6 +118,9 @@ struct Fiber {
   void* asan_fake_stack = nullptr;  // AddressSanitizer's, while switched out
   Group* waiting_on = nullptr;  // the barrier it waits at, if any
   uint64_t waiting_generation = 0;
+  // Warp exchanges (shuffles, gathers) so far: their slots alternate
+  // between two halves by its parity (NextExchange).
+  uint64_t exchanges = 0;
 };
 
 // One block being run: its fibers, the scheduler's context, the barriers.
@@ -135,9 +138,13 @@ struct BlockRun {
   int current = 0;
   Group block;
   std::vector<Group> warps;
-  std::vector<uint64_t> slots;  // one shuffle slot per thread
-  std::vector<bool> slot_live;  // false once the thread has exited
-  std::vector<unsigned char> gather;  // kWarpGatherBytes per thread
+  // The warp exchanges' slots, in two halves (NextExchange): per thread a
+  // shuffle's 8 bytes, a gather's kWarpGatherBytes, and the number of the
+  // exchange it last wrote (1 for its first), which tells whether a partner
+  // took part in this exchange or exited instead.
+  std::vector<uint64_t> slots;
+  std::vector<unsigned char> gather;
+  std::vector<uint64_t> stamps;
 };
 
 thread_local BlockRun* running = nullptr;
@@ -207,7 +214,6 @@ void FiberMain() {
   (*b.body)();
   Fiber& f = b.fibers[b.current];
   f.done = true;
-  b.slot_live[b.current] = false;
   --b.block.live;
   b.block.ReleaseIfComplete();
   Group& warp = b.warps[f.warp];
@@ -229,9 +235,9 @@ void RunBlock(BlockRun& b, int num_threads) {
   b.fibers.assign(static_cast<size_t>(num_threads), Fiber{});
   b.block = Group{num_threads, 0, 0};
   b.warps.assign(static_cast<size_t>(num_warps), Group{});
-  b.slots.assign(static_cast<size_t>(num_threads), 0);
-  b.slot_live.assign(static_cast<size_t>(num_threads), true);
-  b.gather.assign(static_cast<size_t>(num_threads) * kWarpGatherBytes, 0);
+  b.slots.assign(2 * static_cast<size_t>(num_threads), 0);
+  b.gather.assign(2 * static_cast<size_t>(num_threads) * kWarpGatherBytes, 0);
+  b.stamps.assign(2 * static_cast<size_t>(num_threads), 0);
   for (int i = 0; i < num_threads; ++i) {
     Fiber& f = b.fibers[i];
     f.thread.x = static_cast<unsigned>(i) % block_dim.x;
@@ -321,17 +327,44 @@ void SyncWarp(unsigned mask) {
   Wait(b.warps[b.fibers[b.current].warp]);
 }
 
+// The running lane's next warp exchange: its number (from 1) and which half
+// of the slots it uses. The halves alternate, so an exchange needs one warp
+// barrier, not two: a lane writes a half again only two exchanges later,
+// after the barrier of the exchange between, which no lane passes before
+// every live lane of the warp has arrived there, that is, has read the half.
+// (With one half, a second barrier had to keep a fast lane from overwriting
+// a slot not yet read: half the fiber switches of every mma.sync.)
+struct Exchange {
+  uint64_t number;
+  int half;  // 0 or 1
+};
+Exchange NextExchange(Fiber& f) {
+  const uint64_t number = ++f.exchanges;
+  return {number, static_cast<int>(number % 2)};
+}
+
+// Stops with `what` when lane `thread` (a block-wide index) did not write
+// exchange `e`'s slot: it exited instead of taking part.
+void CheckTookPart(const BlockRun& b, const Exchange& e, int thread,
+                   const char* what) {
+  const size_t threads = b.fibers.size();
+  if (b.stamps[e.half * threads + static_cast<size_t>(thread)] != e.number) {
+    Fail(what);
+  }
+}
+
 uint64_t ShuffleXor(unsigned mask, uint64_t bits, int lane_mask) {
   BlockRun& b = FullWarp("shuffle", mask);
-  const Fiber& f = b.fibers[b.current];
+  Fiber& f = b.fibers[b.current];
+  const Exchange e = NextExchange(f);
+  const size_t half = static_cast<size_t>(e.half) * b.fibers.size();
   const int base = f.warp * kWarp;
-  b.slots[base + f.lane] = bits;
+  b.slots[half + base + f.lane] = bits;
+  b.stamps[half + base + f.lane] = e.number;
   Wait(b.warps[f.warp]);
   const int partner = base + (f.lane ^ (lane_mask & (kWarp - 1)));
-  if (!b.slot_live[partner]) Fail("a shuffle with an exited lane");
-  const uint64_t out = b.slots[partner];
-  Wait(b.warps[f.warp]);  // nobody overwrites a slot before all have read
-  return out;
+  CheckTookPart(b, e, partner, "a shuffle with an exited lane");
+  return b.slots[half + partner];
 }
 
 void CheckAligned16(const void* p) {
@@ -340,19 +373,25 @@ void CheckAligned16(const void* p) {
   }
 }
 
-void WarpAllGather(const void* mine, size_t bytes, void* all) {
+const void* WarpAllGather(const void* mine, size_t bytes) {
   BlockRun& b = FullWarp("warp-collective instruction", 0xffffffffu);
   if (bytes > kWarpGatherBytes) Fail("a warp gather of too many bytes");
-  const Fiber& f = b.fibers[b.current];
+  Fiber& f = b.fibers[b.current];
+  const Exchange e = NextExchange(f);
+  const size_t threads = b.fibers.size();
   const int base = f.warp * kWarp;
-  std::memcpy(&b.gather[static_cast<size_t>(base + f.lane) * kWarpGatherBytes],
-              mine, bytes);
+  // The warp's slots packed at `bytes` apart, read in place: copying all 32
+  // into every lane was a quarter of an emulated engine step.
+  unsigned char* warp_slots =
+      &b.gather[(static_cast<size_t>(e.half) * threads +
+                 static_cast<size_t>(base)) * kWarpGatherBytes];
+  std::memcpy(warp_slots + static_cast<size_t>(f.lane) * bytes, mine, bytes);
+  b.stamps[static_cast<size_t>(e.half) * threads + base + f.lane] = e.number;
   Wait(b.warps[f.warp]);
   for (int l = 0; l < kWarp; ++l) {
-    std::memcpy(static_cast<unsigned char*>(all) + l * bytes,
-                &b.gather[static_cast<size_t>(base + l) * kWarpGatherBytes], bytes);
+    CheckTookPart(b, e, base + l, "a warp-collective instruction with an exited lane");
   }
-  Wait(b.warps[f.warp]);  // nobody overwrites a slot before all have read
+  return warp_slots;
 }
 
 std::vector<std::function<void()>>*& CaptureList() {

@@ -61,10 +61,12 @@ void SyncWarp(unsigned mask);
 // Exchanges 8 bytes with lane (this lane ^ lane_mask) of the warp.
 uint64_t ShuffleXor(unsigned mask, uint64_t bits, int lane_mask);
 // A full-warp exchange: every lane publishes `bytes` (at most
-// kWarpGatherBytes) from `mine` and gets lane l's at all + l · bytes. The
+// kWarpGatherBytes, the same in every lane) from `mine`; lane l's bytes are
+// then at the result + l · bytes, until this lane's next warp exchange
+// (shuffle or gather), so lanes read only what they need, uncopied. The
 // warp-collective instructions (mma.sync) are built on it.
 constexpr size_t kWarpGatherBytes = 64;
-void WarpAllGather(const void* mine, size_t bytes, void* all);
+const void* WarpAllGather(const void* mine, size_t bytes);
 // Stops with a message when `p` is not 16-byte aligned: a vector access the
 // device would fault on (a misaligned address).
 void CheckAligned16(const void* p);
