@@ -193,7 +193,7 @@ TEST(ServerRpcTest, FullQueueIsResourceExhausted) {
   // the engine thread has drained it and scheduled a step: wait for that
   // state before each next submit.
   auto wait_for = [&](int64_t running, int64_t waiting) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    const absl::Time deadline = absl::Now() + testing_util::kHangGuard;
     while (absl::Now() < deadline) {
       const Engine::Counts c = t->server->engine().counts();
       if (c.num_running == running && c.num_waiting == waiting) return true;
@@ -235,7 +235,7 @@ TEST(ServerRpcTest, ClientThatStopsReadingIsCutOff) {
       t->server->api_port(), GreedyRequest("MENENIUS:\nWhat work", 1000));
   ASSERT_TRUE(fd.ok()) << fd.status();
   // The engine lets go of the sequence long before 1000 tokens.
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  const absl::Time deadline = absl::Now() + testing_util::kHangGuard;
   while (t->server->engine().counts().num_steps == 0 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(5));
   }

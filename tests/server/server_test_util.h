@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "tests/hang_guard.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "server/server.h"
@@ -34,12 +35,12 @@ struct TestServer {
   static std::unique_ptr<TestServer> Start(ServerConfig config);
   // Waits until the engine has no request left and every KV block and
   // state slot is free again; false on timeout.
-  bool WaitIdle(absl::Duration timeout = absl::Seconds(30));
+  bool WaitIdle(absl::Duration timeout = testing_util::kHangGuard);
   // tributary_requests_total for one finish reason, from a /metrics scrape
   // (-1 when the scrape fails or the series is absent).
   int64_t FinishedRequests(const std::string& finish_reason);
   // Waits until the engine runs exactly `n` sequences; false on timeout.
-  bool WaitRunning(int64_t n, absl::Duration timeout = absl::Seconds(30));
+  bool WaitRunning(int64_t n, absl::Duration timeout = testing_util::kHangGuard);
 };
 
 // A greedy request for `max_new_tokens` tokens that ignores EOS.

@@ -18,7 +18,6 @@ using ::testing::HasSubstr;
 using testing_util::RecordingSink;
 using testing_util::SmallEngineOptions;
 
-constexpr absl::Duration kTimeout = absl::Seconds(60);
 
 GenerateRequest Request(int32_t max_new_tokens) {
   return testing_util::Greedy({10, 20, 30, 40}, max_new_tokens);
@@ -36,7 +35,7 @@ TEST(EngineFaultTest, FailedForwardFailsItsRequestsAndTheEngineGoesOn) {
   ASSERT_TRUE(engine.ok()) << engine.status();
   auto sink = std::make_shared<RecordingSink>();
   ASSERT_TRUE((*engine)->Submit(Request(10), sink).ok());
-  ASSERT_TRUE(sink->WaitFinal(kTimeout));
+  ASSERT_TRUE(sink->WaitFinal(testing_util::kHangGuard));
   const TokenEvent final_event = sink->final_event();
   EXPECT_EQ(final_event.status.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(std::string(final_event.status.message()),
@@ -45,10 +44,10 @@ TEST(EngineFaultTest, FailedForwardFailsItsRequestsAndTheEngineGoesOn) {
   // The next request is served normally; nothing leaked.
   auto next = std::make_shared<RecordingSink>();
   ASSERT_TRUE((*engine)->Submit(Request(5), next).ok());
-  ASSERT_TRUE(next->WaitFinal(kTimeout));
+  ASSERT_TRUE(next->WaitFinal(testing_util::kHangGuard));
   EXPECT_TRUE(next->final_event().status.ok());
   EXPECT_EQ(next->token_ids().size(), 5u);
-  (*engine)->Shutdown(absl::Now() + kTimeout);
+  (*engine)->Shutdown(absl::Now() + testing_util::kHangGuard);
   const Engine::Counts counts = (*engine)->counts();
   EXPECT_FALSE(counts.failed);
   EXPECT_EQ(counts.num_active, 0);
@@ -71,7 +70,7 @@ TEST(EngineFaultTest, UnavailableBackendFailsTheEngine) {
     ASSERT_TRUE((*engine)->Submit(Request(50), sinks.back()).ok());
   }
   for (auto& sink : sinks) {
-    ASSERT_TRUE(sink->WaitFinal(kTimeout));
+    ASSERT_TRUE(sink->WaitFinal(testing_util::kHangGuard));
     EXPECT_EQ(sink->final_event().status.code(),
               absl::StatusCode::kUnavailable);
     EXPECT_EQ(sink->num_violations(), 0);

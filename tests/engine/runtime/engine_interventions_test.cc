@@ -21,7 +21,6 @@ using testing_util::DefaultModel;
 using testing_util::RecordingSink;
 using testing_util::SmallEngineOptions;
 
-constexpr absl::Duration kTimeout = absl::Seconds(60);
 
 int64_t Hidden() { return DefaultModel().config().hidden_size; }
 int32_t Layers() {
@@ -122,7 +121,7 @@ TEST(EngineInterventionsTest, LensReadsEveryGeneratedTokenAndAgreesAtTheTop) {
   r.logit_lens = LogitLensOptions{{}, 3, false};
   auto sink = std::make_shared<RecordingSink>();
   ASSERT_TRUE((*engine)->Submit(std::move(r), sink).ok());
-  ASSERT_TRUE(sink->WaitFinal(kTimeout));
+  ASSERT_TRUE(sink->WaitFinal(testing_util::kHangGuard));
   const std::vector<int32_t> tokens = sink->token_ids();
   const std::vector<LensReading> lens = Lens(*sink);
   ASSERT_EQ(lens.size(), tokens.size() * static_cast<size_t>(Layers()));
@@ -176,10 +175,10 @@ TEST(EngineInterventionsTest, MixedBatchesEqualRunsAlone) {
         sinks[i] = std::make_shared<RecordingSink>();
         EXPECT_TRUE((*engine)->Submit(requests[i], sinks[i]).ok());
         if (!together) {
-          EXPECT_TRUE(sinks[i]->WaitFinal(kTimeout));
+          EXPECT_TRUE(sinks[i]->WaitFinal(testing_util::kHangGuard));
         }
       }
-      for (size_t i : which) EXPECT_TRUE(sinks[i]->WaitFinal(kTimeout));
+      for (size_t i : which) EXPECT_TRUE(sinks[i]->WaitFinal(testing_util::kHangGuard));
       (*engine)->Shutdown(absl::InfinitePast());
       if (!together || first.sequences == static_cast<int64_t>(which.size())) break;
     }
@@ -210,7 +209,7 @@ TEST(EngineInterventionsTest, MixedBatchesEqualRunsAlone) {
   ASSERT_TRUE(engine.ok());
   auto sink = std::make_shared<RecordingSink>();
   ASSERT_TRUE((*engine)->Submit(plain[0], sink).ok());
-  ASSERT_TRUE(sink->WaitFinal(kTimeout));
+  ASSERT_TRUE(sink->WaitFinal(testing_util::kHangGuard));
   EXPECT_NE(sink->token_ids(), alone[0]->token_ids());
   // With include_prompt, request 1 read every prompt position too.
   EXPECT_EQ(Lens(*alone[1]).size(),

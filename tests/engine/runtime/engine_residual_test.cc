@@ -18,7 +18,6 @@ using testing_util::DefaultModel;
 using testing_util::RecordingSink;
 using testing_util::SmallEngineOptions;
 
-constexpr absl::Duration kTimeout = absl::Seconds(60);
 constexpr int32_t kMaxNew = 12;
 
 GenerateRequest Traced(const std::string& text) {
@@ -67,7 +66,7 @@ TEST(EngineResidualTest, TraceCoversEveryPositionOnceAndSummaryAgrees) {
     for (const std::string& p : kPrompts) {
       auto sink = std::make_shared<RecordingSink>();
       ASSERT_TRUE((*engine)->Submit(Traced(p), sink).ok());
-      ASSERT_TRUE(sink->WaitFinal(kTimeout));
+      ASSERT_TRUE(sink->WaitFinal(testing_util::kHangGuard));
       alone.push_back(Trace(*sink));
     }
   }
@@ -91,7 +90,7 @@ TEST(EngineResidualTest, TraceCoversEveryPositionOnceAndSummaryAgrees) {
   gate.Open();
   for (size_t i = 0; i < sinks.size(); ++i) {
     SCOPED_TRACE(i);
-    ASSERT_TRUE(sinks[i]->WaitFinal(kTimeout));
+    ASSERT_TRUE(sinks[i]->WaitFinal(testing_util::kHangGuard));
     const TokenEvent final_event = sinks[i]->final_event();
     ASSERT_TRUE(final_event.status.ok()) << final_event.status;
     // The last generated token is never run through the model.
@@ -154,7 +153,7 @@ TEST(EngineResidualTest, NothingWhenNotAsked) {
   request.residual_summary = false;
   auto sink = std::make_shared<RecordingSink>();
   ASSERT_TRUE((*engine)->Submit(std::move(request), sink).ok());
-  ASSERT_TRUE(sink->WaitFinal(kTimeout));
+  ASSERT_TRUE(sink->WaitFinal(testing_util::kHangGuard));
   EXPECT_TRUE(Trace(*sink).empty());
   EXPECT_FALSE(sink->final_event().residual_summary.has_value());
 }

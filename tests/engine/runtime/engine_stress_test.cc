@@ -97,13 +97,13 @@ TEST(EngineStressTest, RandomSubmitAndCancel) {
   for (auto& mine : submitted) {
     for (Submitted& s : mine) {
       ++num_requests;
-      ASSERT_TRUE(s.sink->WaitFinal(absl::Seconds(60))) << s.id;
+      ASSERT_TRUE(s.sink->WaitFinal(testing_util::kHangGuard)) << s.id;
     }
   }
   // Everything returns to the pools once the finished sequences are
   // forgotten (the next Schedule()).
   Engine::Counts counts;
-  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  const absl::Time give_up = absl::Now() + testing_util::kHangGuard;
   do {
     counts = engine.counts();
     if (counts.num_sequences == 0 && counts.num_active == 0) break;

@@ -25,7 +25,6 @@ using testing_util::Greedy;
 using testing_util::RecordingSink;
 using testing_util::SmallEngineOptions;
 
-constexpr absl::Duration kTimeout = absl::Seconds(60);
 
 // Submits and waits for the final event.
 std::shared_ptr<RecordingSink> RunToEnd(Engine& engine,
@@ -34,7 +33,7 @@ std::shared_ptr<RecordingSink> RunToEnd(Engine& engine,
   auto id = engine.Submit(std::move(request), sink);
   EXPECT_TRUE(id.ok()) << id.status();
   if (id.ok()) {
-    EXPECT_TRUE(sink->WaitFinal(kTimeout));
+    EXPECT_TRUE(sink->WaitFinal(testing_util::kHangGuard));
   }
   return sink;
 }
@@ -171,7 +170,7 @@ TEST(EngineTest, FullWaitingQueueIsResourceExhausted) {
   EXPECT_LE(ids.size(), 4u);
   for (uint64_t id : ids) (*engine)->Cancel(id);
   for (auto& sink : sinks) {
-    ASSERT_TRUE(sink->WaitFinal(kTimeout));
+    ASSERT_TRUE(sink->WaitFinal(testing_util::kHangGuard));
     EXPECT_EQ(sink->final_event().finish_reason, FinishReason::kCancelled);
     EXPECT_EQ(sink->num_violations(), 0);
   }
@@ -208,7 +207,7 @@ TEST(EngineTest, ShutdownWithDeadlineLetsWorkFinish) {
   ASSERT_TRUE(engine.ok()) << engine.status();
   auto sink = std::make_shared<RecordingSink>();
   ASSERT_TRUE((*engine)->Submit(Greedy({1, 2, 3}, 5), sink).ok());
-  (*engine)->Shutdown(absl::Now() + kTimeout);
+  (*engine)->Shutdown(absl::Now() + testing_util::kHangGuard);
   EXPECT_EQ(sink->num_finals(), 1);
   EXPECT_EQ(sink->final_event().finish_reason, FinishReason::kLength);
   EXPECT_EQ(sink->token_ids().size(), 5u);
@@ -245,7 +244,7 @@ TEST(EngineTest, StepStatsCarryTheStepsShape) {
   ASSERT_TRUE(engine.ok()) << engine.status();
   auto sink = RunToEnd(**engine, Greedy({1, 2, 3, 4, 5, 6}, 3));
   EXPECT_EQ(sink->token_ids().size(), 3u);
-  (*engine)->Shutdown(absl::Now() + kTimeout);
+  (*engine)->Shutdown(absl::Now() + testing_util::kHangGuard);
   struct Expected {
     int64_t tokens, sampled, attended_keys, context_tokens;
   };
@@ -310,7 +309,7 @@ TEST(EngineTest, BatchInvarianceEndToEnd) {
     }
     gate.Open();
     for (size_t i = 0; i < sinks.size(); ++i) {
-      ASSERT_TRUE(sinks[i]->WaitFinal(kTimeout));
+      ASSERT_TRUE(sinks[i]->WaitFinal(testing_util::kHangGuard));
       EXPECT_EQ(sinks[i]->token_ids(), alone[i]) << "request " << i;
       EXPECT_EQ(sinks[i]->num_violations(), 0);
     }
@@ -367,7 +366,7 @@ TEST(EngineTest, SeededSamplingIsReproducibleInAnyBatch) {
     }
     auto sink = RunToEnd(**engine, seeded());
     EXPECT_EQ(sink->token_ids(), alone) << num_blocks;
-    for (auto& other : others) ASSERT_TRUE(other->WaitFinal(kTimeout));
+    for (auto& other : others) ASSERT_TRUE(other->WaitFinal(testing_util::kHangGuard));
   }
 }
 
@@ -446,7 +445,7 @@ TEST(EngineTest, DeviceSamplingGivesTheHostSamplersTokens) {
   }
   for (size_t i = 0; i < sinks.size(); ++i) {
     SCOPED_TRACE(i);
-    ASSERT_TRUE(sinks[i]->WaitFinal(kTimeout));
+    ASSERT_TRUE(sinks[i]->WaitFinal(testing_util::kHangGuard));
 #if !defined(TRIBUTARY_ENGINE_TESTS_ON_CUDA)
     expect_same(*sinks[i], *host[i]);
 #endif
@@ -521,7 +520,7 @@ TEST(EngineTest, PenalizedDeviceSamplingSurvivesPreemption) {
     }
     gate.Open();
     for (const auto& sink : sinks) {
-      EXPECT_TRUE(sink->WaitFinal(kTimeout));
+      EXPECT_TRUE(sink->WaitFinal(testing_util::kHangGuard));
       tokens.push_back(sink->token_ids());
     }
     *preemptions = (*engine)->counts().num_preemptions;

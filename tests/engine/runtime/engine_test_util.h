@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "tests/hang_guard.h"
 #include "engine/runtime/engine.h"
 #include "engine/model/model_directory.h"
 #include "engine/runtime/request.h"
@@ -56,7 +57,7 @@ class RecordingSink : public TokenSink {
  public:
   void OnEvent(const TokenEvent& event) override;
 
-  // Waits for the final event; false on timeout.
+  // Waits for the final event; false on timeout (kHangGuard: only a hang).
   bool WaitFinal(absl::Duration timeout);
 
   int num_finals() const;
