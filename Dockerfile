@@ -91,7 +91,7 @@ EXPOSE 50051 50052 9464 8000
 # The plaintext health-only port: it answers even when the API port needs TLS
 # or a token. start-period covers loading the model.
 HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
-  CMD ["tributary", "health", "--target", "localhost:50052", "--timeout", "4"]
+  CMD ["tributary", "health", "--target", "127.0.0.1:50052", "--timeout", "4"]
 
 # All interfaces: in a container, localhost is unreachable from outside.
 # Further flags (`--model /models/x`, `--drain-grace 20`) are appended by

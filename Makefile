@@ -1,7 +1,8 @@
 # The two README commands live here. Each does all of its own set-up.
 #   make test   install dependencies, build (Release), run every test, then
 #               build every test again under AddressSanitizer + UBSan and run
-#               it, then the multi-threaded tests under ThreadSanitizer
+#               it, then the multi-threaded tests under ThreadSanitizer; every
+#               stage runs, and a summary of each comes last
 #   make build  install dependencies and build (Release)
 #   make run    install dependencies, build, and start tributary-server on
 #               the embedded default model (ARGS="--flag value" adds flags)
@@ -47,7 +48,10 @@ test-tsan: deps
 	cmake --build $(TSAN_DIR) -j $(JOBS) --target tsan_tests
 	ctest --test-dir $(TSAN_DIR) --output-on-failure -j $(JOBS) -L tsan
 
-test: test-release test-asan test-tsan
+# Every stage runs even when one fails; a summary with each stage's result
+# and time comes last, and the exit status is non-zero when any failed.
+test: deps
+	@./scripts/run-stages.sh $(MAKE) test-release test-asan test-tsan
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR)

@@ -19,8 +19,11 @@
 namespace tributary {
 
 struct ChannelOptions {
-  // HOST:PORT, or any gRPC target URI (dns:///…, unix:…).
-  std::string target = "localhost:50051";
+  // HOST:PORT, or any gRPC target URI (dns:///…, unix:…). The default is
+  // the address the server listens on by default, as a literal: "localhost"
+  // goes through gRPC's resolver, which fails on a machine without
+  // /etc/hosts (a bare container or chroot).
+  std::string target = "127.0.0.1:50051";
   // Sent as `authorization: Bearer TOKEN` on every call when non-empty.
   std::string token;
   // TLS when tls_ca_file is set: the CA that signs the server's certificate.

@@ -3,7 +3,7 @@
 //   tributary [--target HOST:PORT] COMMAND [FLAGS] [ARGS]
 //
 // Commands: generate, chat, tokenize, info, stats, health (usage below and
-// in client/README.md). Common flags: --target (default localhost:50051),
+// in client/README.md). Common flags: --target (default 127.0.0.1:50051),
 // --token, --tls-ca/--tls-cert/--tls-key, --timeout, --request-id. A failed
 // RPC prints `tributary: CODE_NAME: message` on stderr and exits 1.
 #include <cstdio>
@@ -47,7 +47,7 @@ commands:
   health [--service NAME] [--watch] exit 0 only when SERVING
 
 common flags:
-  --target HOST:PORT   the server (default localhost:50051)
+  --target HOST:PORT   the server (default 127.0.0.1:50051)
   --token TOKEN        sends "authorization: Bearer TOKEN"
   --tls-ca FILE        TLS, trusting this CA; with --tls-cert FILE and
                        --tls-key FILE: mutual TLS

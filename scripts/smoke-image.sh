@@ -89,7 +89,7 @@ cat "$work/server.log"
 [ "$healthy" = 1 ] || { cat "$work/health.out"; die "HEALTHCHECK never passed"; }
 stamp "HEALTHCHECK (${healthcheck[*]}): $(cat "$work/health.out")"
 
-generated=$(in_image tributary --target localhost:50051 --timeout 30 \
+generated=$(in_image tributary --target 127.0.0.1:50051 --timeout 30 \
   generate "ROMEO:" --max-new-tokens 24 --temperature 0)
 stamp "generate \"ROMEO:\": $(printf %q "$generated")"
 

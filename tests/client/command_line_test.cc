@@ -204,7 +204,7 @@ TEST(ChannelOptionsTest, DefaultsAndErrors) {
   };
   auto defaults = parse({});
   ASSERT_TRUE(defaults.ok());
-  EXPECT_EQ(defaults->target, "localhost:50051");
+  EXPECT_EQ(defaults->target, "127.0.0.1:50051");
   EXPECT_FALSE(defaults->timeout_seconds.has_value());
   auto full =
       parse({"--timeout", "2.5", "--token", "s3cret", "--request-id", "abc-1"});
