@@ -87,7 +87,8 @@ const char* ServerUsage() {
   --auth-token-file FILE      require "authorization: Bearer <token>"
   --max-message-bytes N       largest request or response (4 MiB)
   --max-concurrent-streams N  HTTP/2 streams per connection (256)
-  --max-waiting N             waiting requests before RESOURCE_EXHAUSTED (256)
+  --max-waiting N             requests queued beyond the running places; one
+                              more is RESOURCE_EXHAUSTED (256)
   --max-prompt-tokens N       longest prompt (0 = the context)
   --max-new-tokens N          cap of max_new_tokens (4096)
   --max-running N             sequences in one step (64)

@@ -158,7 +158,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
             budget.state_slot_bytes, " bytes");
   }
   ASSIGN_OR_RETURN(impl->scheduler, Scheduler::Create(sc));
-  impl->max_waiting = sc.max_waiting;
+  impl->admission_capacity =
+      std::min(sc.max_running_sequences, sc.num_state_slots) + sc.max_waiting;
   impl->context_tokens =
       std::min(sc.max_sequence_tokens, sc.num_kv_blocks * sc.kv_block_size);
 
@@ -313,11 +314,16 @@ absl::StatusOr<uint64_t> Engine::Submit(GenerateRequest request,
     if (!impl.accepting) {
       return absl::UnavailableError("the engine is shutting down");
     }
-    const int64_t queued = impl.published_waiting +
-                           static_cast<int64_t>(impl.inbox_requests.size());
-    if (queued >= impl.max_waiting) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("the waiting queue is full (", queued, " requests)"));
+    // Refused only when the running places and the waiting queue are both
+    // full: a burst that arrives before the engine thread has scheduled any
+    // of it still has the running places to go to.
+    const int64_t admitted = impl.published_admitted +
+                             static_cast<int64_t>(impl.inbox_requests.size());
+    if (admitted >= impl.admission_capacity) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the engine is full: ", admitted,
+          " requests running or queued (running places + max_waiting = ",
+          impl.admission_capacity, ")"));
     }
     id = impl.next_id++;
     r->id = id;

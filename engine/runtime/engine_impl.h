@@ -107,7 +107,10 @@ struct Engine::Impl {
   std::vector<int32_t> eos_ids;
   int64_t vocab_size = 0;
   int64_t context_tokens = 0;
-  int64_t max_waiting = 0;  // immutable copy of the scheduler's bound
+  // How many requests the engine holds before Submit refuses one: every
+  // running place (max_running_sequences, at most one per state slot) and
+  // the whole waiting queue. Immutable.
+  int64_t admission_capacity = 0;
 
   // --- The inbox and the published state, under mu ---
   mutable std::mutex mu;
@@ -118,8 +121,9 @@ struct Engine::Impl {
   bool failed = false;
   bool stop_requested = false;
   absl::Time deadline = absl::InfiniteFuture();
-  // Scheduler waiting + accepted but not yet added, as of the last drain.
-  int64_t published_waiting = 0;
+  // Running + waiting in the scheduler + accepted but not yet added to it,
+  // as of the last Publish(), plus the requests drained since.
+  int64_t published_admitted = 0;
   Counts counts;
   uint64_t next_id = 1;
   std::mt19937_64 seed_generator;

@@ -107,10 +107,11 @@ void Engine::Impl::AddPending() {
 
 void Engine::Impl::Publish() {
   std::lock_guard<std::mutex> lock(mu);
-  published_waiting =
+  const int64_t waiting =
       scheduler->num_waiting() + static_cast<int64_t>(pending.size());
+  published_admitted = scheduler->num_running() + waiting;
   counts.num_active = static_cast<int64_t>(active.size());
-  counts.num_waiting = published_waiting;
+  counts.num_waiting = waiting;
   counts.num_running = scheduler->num_running();
   counts.num_sequences = scheduler->num_sequences();
   counts.num_free_kv_blocks = scheduler->num_free_kv_blocks();
@@ -505,9 +506,9 @@ void Engine::Impl::Run() {
         }
         cv.wait(lock);
       }
-      // Keep counting the drained requests against the queue bound until
-      // the next Publish().
-      published_waiting += static_cast<int64_t>(inbox_requests.size());
+      // Keep counting the drained requests against the admission bound
+      // until the next Publish().
+      published_admitted += static_cast<int64_t>(inbox_requests.size());
       new_requests.swap(inbox_requests);
       cancels.swap(inbox_cancels);
       stop = stop_requested;

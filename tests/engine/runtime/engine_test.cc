@@ -146,34 +146,49 @@ TEST(EngineTest, ReportsTheBackendItRunsOn) {
 #endif
 }
 
-TEST(EngineTest, FullWaitingQueueIsResourceExhausted) {
-  EngineOptions options = SmallEngineOptions(64, 1);
-  options.scheduler.max_waiting = 2;
+// Submit refuses a request only when every running place and the whole
+// waiting queue are taken: a burst of exactly max_running_sequences +
+// max_waiting on an idle engine is admitted, one more is refused. The gate
+// holds the first forward, so that nothing finishes during the burst.
+TEST(EngineTest, AdmitsRunningPlacesPlusWaitingAndRefusesOneMore) {
+  constexpr int kRunning = 4;
+  constexpr int kWaiting = 2;
+  testing_util::StartGate gate;
+  EngineOptions options = SmallEngineOptions(64, kRunning);
+  options.scheduler.max_waiting = kWaiting;
+  options.fault_hook = gate.Hook();
   auto engine = Engine::Create(options);
   ASSERT_TRUE(engine.ok()) << engine.status();
   std::vector<std::shared_ptr<RecordingSink>> sinks;
   std::vector<uint64_t> ids;
-  int num_exhausted = 0;
-  for (int i = 0; i < 20; ++i) {
+  for (int i = 0; i < kRunning + kWaiting; ++i) {
     auto sink = std::make_shared<RecordingSink>();
     auto id = (*engine)->Submit(Greedy({1, 2, 3}, 500), sink);
-    if (id.ok()) {
-      sinks.push_back(sink);
-      ids.push_back(*id);
-    } else {
-      EXPECT_EQ(id.status().code(), absl::StatusCode::kResourceExhausted)
-          << id.status();
-      ++num_exhausted;
-    }
+    ASSERT_TRUE(id.ok()) << "request " << i << ": " << id.status();
+    sinks.push_back(sink);
+    ids.push_back(*id);
   }
-  EXPECT_GT(num_exhausted, 0);
-  EXPECT_LE(ids.size(), 4u);
+  auto refused = (*engine)->Submit(Greedy({1, 2, 3}, 500),
+                                   std::make_shared<RecordingSink>());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted)
+      << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("engine is full"));
+  gate.Open();
   for (uint64_t id : ids) (*engine)->Cancel(id);
   for (auto& sink : sinks) {
     ASSERT_TRUE(sink->WaitFinal(testing_util::kHangGuard));
     EXPECT_EQ(sink->final_event().finish_reason, FinishReason::kCancelled);
     EXPECT_EQ(sink->num_violations(), 0);
   }
+  // Room again once they are gone: a new burst of the same size fits.
+  for (int i = 0; i < kRunning + kWaiting; ++i) {
+    auto sink = std::make_shared<RecordingSink>();
+    auto id = (*engine)->Submit(Greedy({1, 2, 3}, 2), sink);
+    ASSERT_TRUE(id.ok()) << "request " << i << ": " << id.status();
+    sinks.push_back(sink);
+  }
+  for (auto& sink : sinks) ASSERT_TRUE(sink->WaitFinal(testing_util::kHangGuard));
 }
 
 TEST(EngineTest, ShutdownCancelsWorkInFlight) {
