@@ -128,6 +128,18 @@ absl::Status RequestConverter::ConvertInterventions(
   for (int i = 0; i < request.steering_size(); ++i) {
     const v1::Steering& s = request.steering(i);
     const std::string field = absl::StrCat("steering[", i, "]");
+    // proto3 enums are open: a value no name stands for arrives as itself,
+    // and would otherwise act as whichever branch the comparison falls to.
+    if (!v1::StreamPoint_IsValid(s.point())) {
+      return Invalid(absl::StrCat(field, ".point = ", s.point(),
+                                  ": not a StreamPoint (0 after the ffn, 1 "
+                                  "after the mixer)"));
+    }
+    if (!v1::TokenScope_IsValid(s.tokens())) {
+      return Invalid(absl::StrCat(field, ".tokens = ", s.tokens(),
+                                  ": not a TokenScope (0 all tokens, 1 "
+                                  "generated only)"));
+    }
     SteeringVector sv;
     sv.layer = s.layer();
     sv.after_ffn = s.point() == v1::STREAM_POINT_AFTER_FFN;

@@ -2,6 +2,7 @@
 
 #include <random>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/logging.h"
@@ -46,8 +47,20 @@ absl::Status ServiceContext::CheckBearer(const char* authorization) const {
         "authorization metadata is missing: send "
         "\"authorization: Bearer <token>\"");
   }
-  if (!ConstantTimeEquals(authorization,
-                          absl::StrCat("Bearer ", config->auth_token))) {
+  // `Bearer` 1*SP token (RFC 6750 §2.1); the scheme is case-insensitive
+  // (RFC 7235 §2.1), the token is compared in constant time.
+  const absl::string_view value(authorization);
+  const size_t space = value.find(' ');
+  const absl::string_view scheme = value.substr(0, space);
+  if (space == absl::string_view::npos ||
+      !absl::EqualsIgnoreCase(scheme, "Bearer")) {
+    return absl::UnauthenticatedError(
+        "authorization: not a bearer token: send "
+        "\"authorization: Bearer <token>\"");
+  }
+  absl::string_view token = value.substr(space);
+  while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
+  if (!ConstantTimeEquals(token, config->auth_token)) {
     return absl::UnauthenticatedError("authorization: the bearer token is wrong");
   }
   return absl::OkStatus();

@@ -180,8 +180,11 @@ struct Engine::Impl {
   void ReportStep(const StepPlan& plan, absl::Duration step_time,
                   absl::Duration forward_time);
   void AddPending();
-  void CancelRequest(uint64_t id);
-  void CancelAll(const absl::Status& reason_for_log);
+  // Ends request `id`: cancelled by its client when `cut` is OK (finish
+  // reason kCancelled), else cut by the engine with `cut` as its status.
+  void CancelRequest(uint64_t id, absl::Status cut = absl::OkStatus());
+  // Cuts every active request with `cut` (not OK).
+  void CancelAll(const absl::Status& cut);
   // Sends the final event and forgets the request.
   void Finish(engine_internal::RequestState& r, TokenEvent event);
   void FailRequest(engine_internal::RequestState& r, absl::Status status);

@@ -48,7 +48,7 @@ void Engine::Impl::FailRequest(RequestState& r, absl::Status status) {
   Finish(r, std::move(event));
 }
 
-void Engine::Impl::CancelRequest(uint64_t id) {
+void Engine::Impl::CancelRequest(uint64_t id, absl::Status cut) {
   auto it = active.find(id);
   if (it == active.end()) return;  // finished already, or unknown
   RequestState& r = *it->second;
@@ -64,20 +64,23 @@ void Engine::Impl::CancelRequest(uint64_t id) {
   // Release what was held back: nothing can complete it anymore.
   event.text = r.matcher->Flush();
   if (r.decoder) event.text += r.decoder->Finish();
-  event.finish_reason = FinishReason::kCancelled;
+  if (cut.ok()) {
+    event.finish_reason = FinishReason::kCancelled;
+  } else {
+    event.status = std::move(cut);
+  }
   Finish(r, std::move(event));
 }
 
-void Engine::Impl::CancelAll(const absl::Status& reason_for_log) {
+void Engine::Impl::CancelAll(const absl::Status& cut) {
   if (!active.empty()) {
-    LogInfo("cancelling ", active.size(),
-            " requests: ", reason_for_log.message());
+    LogInfo("cutting ", active.size(), " requests: ", cut.message());
   }
   std::vector<uint64_t> ids;
   ids.reserve(active.size());
   for (const auto& [id, r] : active) ids.push_back(id);
   std::sort(ids.begin(), ids.end());
-  for (uint64_t id : ids) CancelRequest(id);
+  for (uint64_t id : ids) CancelRequest(id, cut);
 }
 
 void Engine::Impl::AddPending() {
@@ -523,7 +526,11 @@ void Engine::Impl::Run() {
     }
     for (uint64_t id : cancels) CancelRequest(id);
     if (stop && absl::Now() >= stop_deadline) {
-      CancelAll(absl::CancelledError("shutdown deadline reached"));
+      // UNAVAILABLE, not CANCELLED: the engine cut the work, not its
+      // client, and a retry elsewhere may succeed.
+      CancelAll(absl::UnavailableError(
+          "the engine is draining: its shutdown deadline passed before the "
+          "request finished"));
     }
     AddPending();
     // Publish the new work before the step runs, so that a watcher (the

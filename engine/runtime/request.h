@@ -130,7 +130,8 @@ struct TokenEvent {
   // --- On the final event only ---
   bool is_final = false;
   // OK, or the error that ended the request (INTERNAL for a failed step or a
-  // non-finite logit; UNAVAILABLE when the engine failed).
+  // non-finite logit; UNAVAILABLE when the engine failed, or when a
+  // shutdown's deadline passed before the request finished).
   absl::Status status;
   // Set when status is OK.
   std::optional<FinishReason> finish_reason;

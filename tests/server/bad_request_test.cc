@@ -166,6 +166,24 @@ std::vector<BadRequest> Catalog() {
          }
        },
        kInvalid, "steering[0].layer", ""},
+      {"steering at an unknown stream point",
+       [](auto& r) {
+         auto* st = r.add_steering();
+         st->set_point(static_cast<v1::StreamPoint>(7));
+         for (int i = 0; i < 256; ++i) {
+           st->mutable_direction()->mutable_inline_vector()->add_values(0.1f);
+         }
+       },
+       kInvalid, "steering[0].point", ""},
+      {"steering over an unknown token scope",
+       [](auto& r) {
+         auto* st = r.add_steering();
+         st->set_tokens(static_cast<v1::TokenScope>(9));
+         for (int i = 0; i < 256; ++i) {
+           st->mutable_direction()->mutable_inline_vector()->add_values(0.1f);
+         }
+       },
+       kInvalid, "steering[0].tokens", ""},
       {"ablation without a direction",
        [](auto& r) { r.add_ablate(); }, kInvalid, "ablate[0]", ""},
       {"skip layer out of range", [](auto& r) { r.add_skip_layers(12); },

@@ -360,6 +360,10 @@ TEST(HttpApiAuthTest, BearerTokenAndBodyLimit) {
                   "Authorization: Bearer s3cret\r\n");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, 200) << r->body;
+  r = HttpRequest(port, "POST", "/v1/completions", body,
+                  "authorization: bearer s3cret\r\n");  // RFC 7235: any case
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200) << r->body;
   r = HttpRequest(port, "GET", "/health", "");  // exempt
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, 200);

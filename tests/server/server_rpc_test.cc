@@ -254,6 +254,25 @@ TEST(ServerRpcTest, ClientThatStopsReadingIsCutOff) {
   ::close(*fd);
 }
 
+// A stream the drain's grace cannot wait for ends UNAVAILABLE ("draining"):
+// the server cut it, the client did not cancel it, and a retry elsewhere
+// may succeed.
+TEST(ServerRpcTest, StreamCutByTheDrainIsUnavailable) {
+  auto t = TestServer::Start(TestServerConfig());
+  ASSERT_NE(t, nullptr);
+  grpc::ClientContext ctx;
+  auto reader = t->stub->GenerateStream(&ctx, GreedyRequest("ROMEO:\nO", 1000));
+  v1::GenerateResponse m;
+  ASSERT_TRUE(reader->Read(&m));
+  std::thread drainer([&] { t->server->Drain(absl::Milliseconds(1)); });
+  while (reader->Read(&m)) {
+  }
+  const grpc::Status s = reader->Finish();
+  drainer.join();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("draining"));
+}
+
 TEST(ServerRpcTest, DrainRefusesNewWorkAndHealthWatchSeesIt) {
   auto t = TestServer::Start(TestServerConfig());
   ASSERT_NE(t, nullptr);
@@ -318,10 +337,20 @@ TEST(ServerRpcTest, BearerTokenGuardsTheApiButNotHealth) {
     EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
     EXPECT_THAT(s.error_message(), HasSubstr("authorization"));
   }
-  {
+  // The scheme is case-insensitive (RFC 7235); the token is not.
+  for (const char* value :
+       {"Bearer s3cret-token", "bearer s3cret-token", "BEARER  s3cret-token"}) {
     grpc::ClientContext ctx;
-    ctx.AddMetadata("authorization", "Bearer s3cret-token");
-    EXPECT_TRUE(t->stub->GetModelInfo(&ctx, {}, &info).ok());
+    ctx.AddMetadata("authorization", value);
+    EXPECT_TRUE(t->stub->GetModelInfo(&ctx, {}, &info).ok()) << value;
+  }
+  for (const char* value :
+       {"Bearer S3CRET-TOKEN", "Basic s3cret-token", "Bearers3cret-token"}) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", value);
+    EXPECT_EQ(t->stub->GetModelInfo(&ctx, {}, &info).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED)
+        << value;
   }
   {
     grpc::ClientContext ctx;

@@ -202,10 +202,14 @@ TEST(EngineTest, ShutdownCancelsWorkInFlight) {
   }
   absl::SleepFor(absl::Milliseconds(20));
   (*engine)->Shutdown(absl::Now());
+  // Cut by the engine, not cancelled by a client: UNAVAILABLE (retryable).
   for (auto& sink : sinks) {
     EXPECT_EQ(sink->num_finals(), 1);
     EXPECT_EQ(sink->num_violations(), 0);
-    EXPECT_EQ(sink->final_event().finish_reason, FinishReason::kCancelled);
+    EXPECT_EQ(sink->final_event().status.code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(std::string(sink->final_event().status.message()),
+                HasSubstr("draining"));
+    EXPECT_FALSE(sink->final_event().finish_reason.has_value());
   }
   auto late =
       (*engine)->Submit(Greedy({1}, 1), std::make_shared<RecordingSink>());
