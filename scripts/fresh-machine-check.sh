@@ -79,7 +79,20 @@ git clone --quiet --no-hardlinks "$src" "$root/work/tributary"
 cp -r "$data" "$root/work/shared"
 echo "fresh-machine-check: checking $(git -C "$root/work/tributary" log -1 --format='%h %s' | cut -c1-72)"
 
+# How this machine reaches the registries is the machine's, not the
+# project's: its resolver, the certificate authorities it adds (an egress
+# proxy's, say: ca-certificates, which install-deps.sh brings, takes them
+# into the system store), and its proxy and CA variables.
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+if [ -d /usr/local/share/ca-certificates ]; then
+  mkdir -p "$root/usr/local/share/ca-certificates"
+  cp -r /usr/local/share/ca-certificates/. "$root/usr/local/share/ca-certificates/"
+fi
+network_env=()
+for v in http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY \
+         SSL_CERT_FILE PIP_CERT REQUESTS_CA_BUNDLE CURL_CA_BUNDLE PIP_INDEX_URL; do
+  if [ -n "${!v:-}" ]; then network_env+=("$v=${!v}"); fi
+done
 mount_in proc proc "$root/proc"
 mount_in sysfs sysfs "$root/sys"
 mount_in bind /dev "$root/dev"
@@ -88,12 +101,15 @@ mount_in devpts devpts "$root/dev/pts"
 in_root() {
   chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    "${network_env[@]}" \
     bash -c "cd /work/tributary && $1"
 }
 
 start=$(now)
 set +e
-in_root './scripts/install-deps.sh && make test'
+# A root whose ca-certificates came with debootstrap takes the added
+# authorities now; otherwise its installation by install-deps.sh does.
+in_root 'if command -v update-ca-certificates > /dev/null; then update-ca-certificates > /dev/null; fi; ./scripts/install-deps.sh && make test'
 rc=$?
 set -e
 record "install-deps.sh && make test" "$rc" "$start"
