@@ -109,4 +109,18 @@ int RunCliMain(absl::string_view tool,
   return 1;
 }
 
+int RunCliMain(absl::string_view tool, int argc, const char* const* argv,
+               absl::string_view usage,
+               const std::function<absl::Status()>& body) {
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fwrite(usage.data(), 1, usage.size(), stdout);
+      if (!usage.empty() && usage.back() != '\n') std::fputc('\n', stdout);
+      return 0;
+    }
+  }
+  return RunCliMain(tool, body);
+}
+
 }  // namespace tributary

@@ -3,7 +3,8 @@
 //     unknown flags and missing values are errors;
 //   - RunCliMain runs the tool's body and turns any failure (a Status, or an
 //     escaped exception such as std::bad_alloc) into exit status 1 with one
-//     line `TOOL: reason` on stderr. Never a signal or an abort.
+//     line `TOOL: reason` on stderr. Never a signal or an abort. Given the
+//     tool's usage, it answers --help with it (exit status 0).
 #ifndef TRIBUTARY_BASE_CLI_H_
 #define TRIBUTARY_BASE_CLI_H_
 
@@ -43,6 +44,12 @@ class CliArgs {
 // Runs `body`; returns the process exit status (0, or 1 with one line on
 // stderr). `tool` is the name printed before the reason.
 int RunCliMain(absl::string_view tool, const std::function<absl::Status()>& body);
+
+// As above, after answering `--help` or `-h` among the arguments with
+// `usage` on stdout and exit status 0, before the body parses anything.
+int RunCliMain(absl::string_view tool, int argc, const char* const* argv,
+               absl::string_view usage,
+               const std::function<absl::Status()>& body);
 
 }  // namespace tributary
 

@@ -1,12 +1,6 @@
 // tributary-load: a bounded load generator on GenerateStream.
 //
-//   tributary-load [--target HOST:PORT] [--token T] [--tls-ca F ...]
-//                  [--concurrency N | --rate R [--arrival poisson|constant]
-//                                               [--max-in-flight M]]
-//                  [--num-requests N] [--duration SECONDS]
-//                  [--prompt TEXT | --prompt-tokens P] [--max-new-tokens O]
-//                  [--temperature T] [--stop-at-eos] [--seed S]
-//                  [--warmup W] [--timeout SECONDS] [--cpu LIST] [--json]
+//   (kUsage below, which --help prints)
 //
 // See client/README.md. Stdout carries the report (with --json: one JSON
 // object, the readable report going to stderr); failures print `tributary-load:
@@ -37,6 +31,19 @@
 #include "tributary/v1/tributary.grpc.pb.h"
 
 namespace tributary {
+namespace {
+
+constexpr char kUsage[] = R"(usage: tributary-load [--target HOST:PORT] [--token T] [--tls-ca F ...]
+                      [--concurrency N | --rate R [--arrival poisson|constant]
+                                                   [--max-in-flight M]]
+                      [--num-requests N] [--duration SECONDS]
+                      [--prompt TEXT | --prompt-tokens P] [--max-new-tokens O]
+                      [--temperature T] [--stop-at-eos] [--seed S]
+                      [--warmup W] [--timeout SECONDS] [--cpu LIST] [--json]
+Flags: client/README.md.
+)";
+
+}  // namespace
 namespace {
 
 // Pins the process to the listed cores before gRPC starts any thread, so
@@ -238,6 +245,6 @@ absl::Status Run(int argc, char** argv) {
 }  // namespace tributary
 
 int main(int argc, char** argv) {
-  return tributary::RunCliMain("tributary-load",
+  return tributary::RunCliMain("tributary-load", argc, argv, tributary::kUsage,
                                [&] { return tributary::Run(argc, argv); });
 }

@@ -169,6 +169,10 @@ absl::StatusOr<ServerConfig> ParseServerFlags(int argc, const char* const* argv,
                       "cuda-programmatic-launch", "cuda-tune-gemms",
                       "no-device-sampling"}));
   *help = args.Has("help");
+  for (const std::string& arg : args.positional()) {
+    if (arg == "-h") *help = true;  // as every tool's --help
+  }
+  if (*help) return ServerConfig{};
   if (!args.positional().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("unexpected argument \"", args.positional()[0],

@@ -1,20 +1,6 @@
 // tributary-bench: offline throughput of the engine (no server).
 //
-//   tributary-bench [--model DIR] [--num-requests N] [--prompt-tokens P]
-//                   [--output-tokens O]
-//                   [--concurrency C | --rate R]
-//                   [--threads T] [--seed S] [--max-running M]
-//                   [--max-tokens-per-step K] [--cache-mib MIB]
-//                   [--warmup W] [--tokenizer] [--json]
-//                   [--backend cpu|cuda] [--device D] [--no-cuda-graphs]
-//                   [--cuda-programmatic-launch] [--cuda-tune-gemms]
-//                   [--synthetic PRESET]
-//                   [--temperature T] [--top-k K] [--top-p P]
-//                   [--repetition-penalty R]
-//                   [--device-sampling | --no-device-sampling]
-//                   [--cpu-matmul f32|bf16] [--cpu-one-piece]
-//                   [--peak-gflops G --read-gbps B] [--step-work]
-//                   [--residual-stats]
+//   (kUsage below, which --help prints)
 //
 // --synthetic runs a model of a published shape (synthetic_model.h, e.g.
 // qwen3.5-27b) with random weights made on the backend from --seed: no
@@ -98,6 +84,27 @@
 #include "nlohmann/json.hpp"
 
 namespace tributary {
+namespace {
+
+constexpr char kUsage[] = R"(usage: tributary-bench [--model DIR] [--num-requests N] [--prompt-tokens P]
+                       [--output-tokens O]
+                       [--concurrency C | --rate R]
+                       [--threads T] [--seed S] [--max-running M]
+                       [--max-tokens-per-step K] [--cache-mib MIB]
+                       [--warmup W] [--tokenizer] [--json]
+                       [--backend cpu|cuda] [--device D] [--no-cuda-graphs]
+                       [--cuda-programmatic-launch] [--cuda-tune-gemms]
+                       [--synthetic PRESET]
+                       [--temperature T] [--top-k K] [--top-p P]
+                       [--repetition-penalty R]
+                       [--device-sampling | --no-device-sampling]
+                       [--cpu-matmul f32|bf16] [--cpu-one-piece]
+                       [--peak-gflops G --read-gbps B] [--step-work]
+                       [--residual-stats]
+Flags and what is measured: bench/README.md.
+)";
+
+}  // namespace
 namespace {
 
 using Json = nlohmann::json;
@@ -726,6 +733,6 @@ absl::Status Run(int argc, char** argv) {
 }  // namespace tributary
 
 int main(int argc, char** argv) {
-  return tributary::RunCliMain("tributary-bench",
+  return tributary::RunCliMain("tributary-bench", argc, argv, tributary::kUsage,
                                [&] { return tributary::Run(argc, argv); });
 }

@@ -1,9 +1,7 @@
 // tributary-direction: makes a direction in the residual stream from two
 // sets of example prompts, for steering and ablation.
 //
-//   tributary-direction [--model DIR] --a FILE --b FILE --layer L
-//                       [--point ffn|mixer] [--all-tokens] --out FILE
-//                       [--name NAME] [--threads N]
+//   (kUsage below, which --help prints)
 //
 // Each FILE holds one prompt per line (blank lines are skipped; the two
 // characters \n inside a line stand for a newline, so a multi-line speech
@@ -33,6 +31,15 @@
 #include "engine/tokenizer/tokenizer.h"
 
 namespace tributary {
+namespace {
+
+constexpr char kUsage[] = R"(usage: tributary-direction [--model DIR] --a FILE --b FILE --layer L
+                           [--point ffn|mixer] [--all-tokens] --out FILE
+                           [--name NAME] [--threads N]
+Flags: docs/tools.md.
+)";
+
+}  // namespace
 namespace {
 
 absl::StatusOr<std::vector<std::vector<int32_t>>> ReadPrompts(
@@ -135,6 +142,6 @@ absl::Status Run(int argc, char** argv) {
 }  // namespace tributary
 
 int main(int argc, char** argv) {
-  return tributary::RunCliMain("tributary-direction",
+  return tributary::RunCliMain("tributary-direction", argc, argv, tributary::kUsage,
                                [&] { return tributary::Run(argc, argv); });
 }

@@ -1,12 +1,6 @@
 // tributary-run: one prompt through the engine, no server.
 //
-//   tributary-run [--model DIR | --synthetic PRESET [--seed N]]
-//                 (--prompt TEXT | --prompt-ids 1,2,3)
-//                 [--max-new-tokens N] [--ignore-eos] [--threads N]
-//                 [--cpu-matmul f32|bf16]
-//                 [--backend cpu|cuda] [--device N] [--no-cuda-graphs]
-//                 [--cuda-programmatic-launch] [--cuda-tune-gemms]
-//                 [--dump FILE.json]
+//   (kUsage below, which --help prints)
 //
 // Greedy decoding. Stdout carries the generated text only, streamed as it is
 // produced (complete UTF-8 characters); diagnostics go to stderr. With
@@ -38,6 +32,19 @@
 #include "nlohmann/json.hpp"
 
 namespace tributary {
+namespace {
+
+constexpr char kUsage[] = R"(usage: tributary-run [--model DIR | --synthetic PRESET [--seed N]]
+                     (--prompt TEXT | --prompt-ids 1,2,3)
+                     [--max-new-tokens N] [--ignore-eos] [--threads N]
+                     [--cpu-matmul f32|bf16]
+                     [--backend cpu|cuda] [--device N] [--no-cuda-graphs]
+                     [--cuda-programmatic-launch] [--cuda-tune-gemms]
+                     [--dump FILE.json]
+Flags: docs/tools.md.
+)";
+
+}  // namespace
 namespace {
 
 using Json = nlohmann::json;
@@ -260,6 +267,6 @@ absl::Status Run(int argc, char** argv) {
 }  // namespace tributary
 
 int main(int argc, char** argv) {
-  return tributary::RunCliMain("tributary-run",
+  return tributary::RunCliMain("tributary-run", argc, argv, tributary::kUsage,
                                [&] { return tributary::Run(argc, argv); });
 }

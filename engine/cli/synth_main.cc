@@ -2,8 +2,7 @@
 // model.safetensors) of a given shape, for benchmarks and tests that need a
 // model of a realistic size without a checkpoint.
 //
-//   tributary-synth (--preset NAME | --config FILE) --out DIR
-//                   [--dtype bf16|f16|f32] [--seed N]
+//   (kUsage below, which --help prints)
 //
 // Presets: mid-size (the CPU benchmark model of bench/README.md: hidden 1024,
 // intermediate 2816, 8 layers with every fourth full attention, 8 query / 2
@@ -34,6 +33,14 @@
 #include "engine/model/safetensors_writer.h"
 
 namespace tributary {
+namespace {
+
+constexpr char kUsage[] = R"(usage: tributary-synth (--preset NAME | --config FILE) --out DIR
+                       [--dtype bf16|f16|f32] [--seed N]
+Flags and presets: docs/tools.md.
+)";
+
+}  // namespace
 namespace {
 
 constexpr char kMidSizeConfig[] = R"({
@@ -182,6 +189,6 @@ absl::Status Run(int argc, char** argv) {
 }  // namespace tributary
 
 int main(int argc, char** argv) {
-  return tributary::RunCliMain("tributary-synth",
+  return tributary::RunCliMain("tributary-synth", argc, argv, tributary::kUsage,
                                [&] { return tributary::Run(argc, argv); });
 }

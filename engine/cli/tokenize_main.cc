@@ -1,4 +1,5 @@
-// tributary-tokenize --tokenizer PATH [--decode [--skip-special-tokens]]
+// tributary-tokenize: JSON Lines in, JSON Lines out (kUsage below, which
+// --help prints).
 //
 // Reads JSON Lines on stdin and writes exactly one line per input line, in
 // order:
@@ -20,6 +21,14 @@
 #include "nlohmann/json.hpp"
 
 namespace tributary {
+namespace {
+
+constexpr char kUsage[] = R"(usage: tributary-tokenize --tokenizer PATH [--decode [--skip-special-tokens]]
+Reads JSON Lines on stdin ({"text": ...} or, with --decode, {"ids": [...]}), one
+line out per line in. Flags: docs/tools.md.
+)";
+
+}  // namespace
 namespace {
 
 using Json = nlohmann::json;
@@ -119,6 +128,6 @@ absl::Status Run(int argc, char** argv) {
 }  // namespace tributary
 
 int main(int argc, char** argv) {
-  return tributary::RunCliMain("tributary-tokenize",
+  return tributary::RunCliMain("tributary-tokenize", argc, argv, tributary::kUsage,
                                [&] { return tributary::Run(argc, argv); });
 }
