@@ -212,7 +212,7 @@ void CompletionHandler::Serve(OpenAiEndpoint endpoint,
     if (body_complete) {
       ReplyError(response, e, request_id);
     } else {
-      ReplyErrorAndClose(response, e, request_id);
+      ReplyErrorAndClose(http_request, response, e, request_id);
     }
   };
   if (service_.draining.load()) {

@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "absl/strings/match.h"
 #include "httplib.h"
 
 namespace tributary {
@@ -28,11 +29,14 @@ void ReplyError(httplib::Response* response, const OpenAiError& error,
             error.retry_after_seconds);
 }
 
-void ReplyErrorAndClose(httplib::Response* response, const OpenAiError& error,
+void ReplyErrorAndClose(const httplib::Request& request,
+                        httplib::Response* response, const OpenAiError& error,
                         const std::string& request_id) {
   response->status = error.http_status;
   if (!request_id.empty()) response->set_header("X-Request-Id", request_id);
-  response->set_header("Connection", "close");
+  if (!absl::EqualsIgnoreCase(request.get_header_value("Connection"), "close")) {
+    response->set_header("Connection", "close");
+  }
   // cpp-httplib keeps a connection open after any response it wrote in
   // full; a content provider that fails after writing the whole body is
   // its one way to have the connection closed.

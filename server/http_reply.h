@@ -10,6 +10,7 @@
 #include "server/openai_protocol.h"
 
 namespace httplib {
+struct Request;
 struct Response;
 }
 
@@ -29,8 +30,11 @@ void ReplyError(httplib::Response* response, const OpenAiError& error,
 
 // The same error, after which the connection is closed: for a request
 // whose body was not read to its end (what is left of it would be parsed
-// as the next request).
-void ReplyErrorAndClose(httplib::Response* response, const OpenAiError& error,
+// as the next request). `request` is the one answered: when it asked for
+// `Connection: close` itself, cpp-httplib writes that header, so it is not
+// written twice.
+void ReplyErrorAndClose(const httplib::Request& request,
+                        httplib::Response* response, const OpenAiError& error,
                         const std::string& request_id);
 
 }  // namespace tributary

@@ -217,6 +217,23 @@ void HttpApiServer::Handle(const httplib::Request& request,
       request.has_header("Content-Length") ||
       absl::EqualsIgnoreCase(request.get_header_value("Transfer-Encoding"),
                              "chunked");
+  // The encodings cpp-httplib decodes (Debian builds it with zlib and
+  // brotli); anything else is refused before the body is read.
+  const std::string encoding = request.get_header_value("Content-Encoding");
+  const bool known_encoding =
+      encoding.empty() || absl::EqualsIgnoreCase(encoding, "identity") ||
+      absl::EqualsIgnoreCase(encoding, "gzip") ||
+      absl::EqualsIgnoreCase(encoding, "deflate") ||
+      absl::EqualsIgnoreCase(encoding, "br");
+  if (!known_encoding) {
+    ReplyErrorAndClose(
+        request, response,
+        HttpError(415, absl::StrCat("Content-Encoding: ", Utf8Excerpt(encoding, 32),
+                                    " is not supported (identity, gzip, "
+                                    "deflate or br)")),
+        ServiceContext::RequestIdFrom(nullptr).value_or(""));
+    return;
+  }
   if (reader != nullptr && has_body) {
     body = ReadBody(*reader, response, service_.config->max_message_bytes);
   }
@@ -224,7 +241,7 @@ void HttpApiServer::Handle(const httplib::Request& request,
     if (body.complete) {
       ReplyError(response, e, id);
     } else {
-      ReplyErrorAndClose(response, e, id);
+      ReplyErrorAndClose(request, response, e, id);
     }
   };
   const std::string id_header = request.get_header_value("X-Request-Id");
@@ -237,8 +254,14 @@ void HttpApiServer::Handle(const httplib::Request& request,
   }
   if (body.malformed) {
     reply_error(HttpError(400,
-                          "the request body could not be read (a bad "
-                          "chunked encoding, or the client stalled)"),
+                          encoding.empty() || absl::EqualsIgnoreCase(encoding, "identity")
+                              ? std::string("the request body could not be read (a "
+                                            "bad chunked encoding, or the client "
+                                            "stalled)")
+                              : absl::StrCat("the request body could not be read "
+                                             "(not valid Content-Encoding: ",
+                                             encoding, ", a bad chunked encoding, "
+                                             "or the client stalled)")),
                 *id);
     return;
   }
@@ -253,12 +276,19 @@ void HttpApiServer::Handle(const httplib::Request& request,
   }
   OpenAiEndpoint endpoint = OpenAiEndpoint::kCompletions;
   bool is_models = false;
+  // GET /v1/models/{id}: the SDKs' models.retrieve.
+  constexpr absl::string_view kModelPrefix = "/v1/models/";
+  std::optional<std::string> model_id;
   if (path == "/v1/completions") {
     endpoint = OpenAiEndpoint::kCompletions;
   } else if (path == "/v1/chat/completions") {
     endpoint = OpenAiEndpoint::kChatCompletions;
   } else if (path == "/v1/models") {
     is_models = true;
+  } else if (absl::StartsWith(path, kModelPrefix) &&
+             path.size() > kModelPrefix.size()) {
+    is_models = true;
+    model_id = path.substr(kModelPrefix.size());
   } else {
     reply_error(
         HttpError(404, absl::StrCat("no such endpoint: ", Utf8Excerpt(path, 100))),
@@ -266,7 +296,10 @@ void HttpApiServer::Handle(const httplib::Request& request,
     return;
   }
   const std::string& method = request.method;
-  if (method != (is_models ? "GET" : "POST")) {
+  // HEAD answers as GET does (cpp-httplib sends the headers only).
+  const bool method_ok =
+      is_models ? (method == "GET" || method == "HEAD") : method == "POST";
+  if (!method_ok) {
     OpenAiError e = HttpError(
         405, absl::StrCat(Utf8Excerpt(method, 16), " is not allowed on ", path,
                           "; use ", is_models ? "GET" : "POST"));
@@ -282,23 +315,38 @@ void HttpApiServer::Handle(const httplib::Request& request,
     return;
   }
   if (is_models) {
-    HandleModels(*id, response);
+    HandleModels(model_id, *id, response);
   } else {
     completions_.Serve(endpoint, *id, body.text, body.complete, request,
                        response);
   }
 }
 
-void HttpApiServer::HandleModels(const std::string& request_id,
+void HttpApiServer::HandleModels(const std::optional<std::string>& model_id,
+                                 const std::string& request_id,
                                  httplib::Response* response) {
   json model{{"id", served_model_},
              {"object", "model"},
              {"created", created_},
              {"owned_by", "tributary"},
              {"max_model_len", service_.model_info.context_tokens()}};
-  ReplyJson(response, 200,
-            json{{"object", "list"}, {"data", json::array({model})}},
-            request_id);
+  if (!model_id) {
+    ReplyJson(response, 200,
+              json{{"object", "list"}, {"data", json::array({model})}},
+              request_id);
+    return;
+  }
+  if (*model_id != served_model_) {
+    OpenAiError e = HttpError(
+        404, absl::StrCat("the model \"", Utf8Excerpt(*model_id, 64),
+                          "\" does not exist; this server serves \"",
+                          served_model_, "\""));
+    e.type = "invalid_request_error";
+    e.code = "model_not_found";
+    ReplyError(response, e, request_id);
+    return;
+  }
+  ReplyJson(response, 200, model, request_id);
 }
 
 void HttpApiServer::FillLibraryError(const httplib::Request& request,

@@ -59,7 +59,9 @@ class HttpApiServer {
   // a POST/PUT/PATCH/DELETE (null for the others: read already).
   void Handle(const httplib::Request& request, httplib::Response* response,
               const httplib::ContentReader* reader);
-  void HandleModels(const std::string& request_id, httplib::Response* response);
+  // GET /v1/models (model_id empty) or /v1/models/{model_id}.
+  void HandleModels(const std::optional<std::string>& model_id,
+                    const std::string& request_id, httplib::Response* response);
   // Errors cpp-httplib answers by itself (a malformed request line, a body
   // over --max-message-bytes): the OpenAI error body.
   void FillLibraryError(const httplib::Request& request,

@@ -267,6 +267,11 @@ std::optional<OpenAiError> ParseOpenAiRequest(const std::string& body_text,
                                               OpenAiEndpoint endpoint,
                                               const std::string& served_model,
                                               OpenAiRequest* out) {
+  // JSON has no raw NUL (not as whitespace, not in a string), but the
+  // parser stops at one and would take "{...}\0garbage" for "{...}".
+  if (body_text.find('\0') != std::string::npos) {
+    return BadParam("", "the body is not valid JSON (it holds a NUL byte)");
+  }
   const json body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) {
     return BadParam("", "the body is not valid JSON (or not valid UTF-8)");

@@ -89,6 +89,61 @@ TEST_F(HttpApiTest, ListsTheModel) {
   EXPECT_TRUE(absl::StrContains(r->headers, "x-request-id: "));
 }
 
+// The SDKs' models.retrieve: GET /v1/models/{id}, 404 model_not_found for
+// another id; HEAD on the GET routes answers their headers, no body.
+TEST_F(HttpApiTest, RetrievesTheModelAndAnswersHead) {
+  absl::StatusOr<HttpResponse> r =
+      HttpRequest(port_, "GET", absl::StrCat("/v1/models/", kModel), "");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json model = json::parse(r->body);
+  EXPECT_EQ(model["id"], kModel);
+  EXPECT_EQ(model["object"], "model");
+  r = HttpRequest(port_, "GET", "/v1/models/gpt-9", "");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 404) << r->body;
+  EXPECT_EQ(json::parse(r->body)["error"]["code"], "model_not_found");
+  for (const std::string& path :
+       {std::string("/v1/models"), absl::StrCat("/v1/models/", kModel),
+        std::string("/health")}) {
+    SCOPED_TRACE(path);
+    r = HttpRequest(port_, "HEAD", path, "");
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, 200);
+    EXPECT_TRUE(r->body.empty()) << r->body;
+  }
+  r = HttpRequest(port_, "HEAD", "/v1/completions", "");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 405);
+}
+
+// A body's Content-Encoding: one cpp-httplib cannot decode is 415 naming
+// it (the body unread, the connection closed); a corrupt body in one it can
+// decode is 400 naming it.
+TEST_F(HttpApiTest, ContentEncodingsAreNamed) {
+  const std::string body = json{{"model", kModel}, {"prompt", "a"}}.dump();
+  absl::StatusOr<HttpResponse> r = HttpRequest(
+      port_, "POST", "/v1/completions", body, "Content-Encoding: zstd\r\n");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 415) << r->body;
+  EXPECT_TRUE(absl::StrContains(json::parse(r->body)["error"]["message"].get<std::string>(),
+                                "zstd"))
+      << r->body;
+  // The client asked for Connection: close itself: the header once.
+  const size_t first = r->headers.find("connection: close");
+  ASSERT_NE(first, std::string::npos) << r->headers;
+  EXPECT_EQ(r->headers.find("connection: close", first + 1), std::string::npos)
+      << r->headers;
+  r = HttpRequest(port_, "POST", "/v1/completions", body,
+                  "Content-Encoding: br\r\n");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_TRUE(absl::StrContains(json::parse(r->body)["error"]["message"].get<std::string>(),
+                                "br"))
+      << r->body;
+  EXPECT_TRUE(server_->WaitIdle());
+}
+
 TEST_F(HttpApiTest, CompletionStreamedEqualsNonStreamed) {
   json request{{"model", kModel},   {"prompt", "ROMEO:"}, {"max_tokens", 24},
                {"temperature", 0.8}, {"seed", 7},         {"ignore_eos", true},
@@ -190,6 +245,8 @@ TEST_F(HttpApiTest, BadRequestCatalog) {
   const std::string msgs = "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]";
   const std::vector<BadRequest> catalog = {
       {"malformed JSON", "/v1/completions", "{\"model\": ", 400, ""},
+      {"a NUL byte after the JSON", "/v1/completions",
+       std::string("{\"prompt\": \"a\"}") + std::string(1, '\0') + "x", 400, ""},
       {"not an object", "/v1/completions", "[1, 2]", 400, ""},
       {"invalid UTF-8", "/v1/completions", "{\"model\": \"\xff\"}", 400, ""},
       {"missing model", "/v1/completions", "{\"prompt\": \"a\"}", 400, "model"},
