@@ -34,9 +34,11 @@ ResidualMetrics::ResidualMetrics(const ModelConfig& config)
                 LayerKind::kLinearAttention);
 }
 
-void ResidualMetrics::Add(const ResidualSummary& step) {
+void ResidualMetrics::Add(const ResidualSummary& step,
+                          int64_t num_intervened_tokens) {
   std::lock_guard<std::mutex> lock(mu_);
   total_.Merge(step);
+  num_intervened_tokens_ += num_intervened_tokens;
   const size_t n = std::min(last_max_abs_.size(), step.sublayers.size());
   for (size_t i = 0; i < n; ++i) {
     if (step.sublayers[i].num_tokens > 0) {
@@ -75,6 +77,11 @@ std::vector<MetricFamily> ResidualMetrics::Collect() const {
   MetricFamily max_abs = Family(
       "tributary_residual_max_abs_activation",
       "The largest |x + u| of the most recent step", MetricType::Gauge);
+  MetricFamily intervened = Family(
+      "tributary_residual_intervened_tokens_total",
+      "Tokens of requests that steer, ablate or skip layers, left out of the "
+      "residual series above (which read the model's own health)",
+      MetricType::Counter);
 
   std::lock_guard<std::mutex> lock(mu_);
   // Histogram per (sublayer, kind): merged across layers.
@@ -151,6 +158,10 @@ std::vector<MetricFamily> ResidualMetrics::Collect() const {
   out.push_back(std::move(dist));
   out.push_back(std::move(nonfinite));
   out.push_back(std::move(max_abs));
+  ClientMetric im;
+  im.counter.value = static_cast<double>(num_intervened_tokens_);
+  intervened.metric.push_back(std::move(im));
+  out.push_back(std::move(intervened));
   return out;
 }
 

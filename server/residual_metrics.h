@@ -31,8 +31,9 @@ class ResidualMetrics : public prometheus::Collectable {
  public:
   explicit ResidualMetrics(const ModelConfig& config);
 
-  // Called on the engine thread once per step.
-  void Add(const ResidualSummary& step);
+  // Called on the engine thread once per step: the step's plain tokens, and
+  // how many of its tokens were left out for changing the stream.
+  void Add(const ResidualSummary& step, int64_t num_intervened_tokens);
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 
@@ -40,6 +41,7 @@ class ResidualMetrics : public prometheus::Collectable {
   std::vector<LayerKind> kinds_;
   mutable std::mutex mu_;
   ResidualSummary total_;
+  int64_t num_intervened_tokens_ = 0;
   // The most recent step's max |y| per sublayer (a gauge).
   std::vector<float> last_max_abs_;
 };

@@ -43,8 +43,11 @@ class Server::Observer : public EngineObserver {
   void OnStep(const StepStats& stats) override {
     if (metrics_ != nullptr) metrics_->OnStep(stats);
   }
-  void OnResidualStats(const ResidualSummary& step) override {
-    if (metrics_ != nullptr) metrics_->OnResidualStats(step);
+  // The model's health only: tokens of requests that change the stream are
+  // counted, not summed (EngineObserver::OnResidualStats).
+  void OnResidualStats(const ResidualSummary& step,
+                       int64_t num_intervened_tokens) override {
+    if (metrics_ != nullptr) metrics_->OnResidualStats(step, num_intervened_tokens);
     if (window_ != nullptr) window_->Add(step, absl::Now());
   }
 

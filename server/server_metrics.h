@@ -49,7 +49,10 @@ class ServerMetrics {
 
   // From the engine thread (via the server's EngineObserver).
   void OnStep(const StepStats& stats);
-  void OnResidualStats(const ResidualSummary& step) { residual_->Add(step); }
+  void OnResidualStats(const ResidualSummary& step,
+                       int64_t num_intervened_tokens) {
+    residual_->Add(step, num_intervened_tokens);
+  }
 
   // A request that ended: OK with the engine's final event, or an error
   // (rejected at validation or failed in the engine).

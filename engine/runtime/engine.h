@@ -55,9 +55,18 @@ class EngineObserver {
  public:
   virtual ~EngineObserver() = default;
   virtual void OnStep(const StepStats& stats) = 0;
-  // Every step's residual statistics over all its tokens (only when
-  // EngineOptions::residual_stats is on), right after the forward.
-  virtual void OnResidualStats(const ResidualSummary& step) { (void)step; }
+  // Every step's residual statistics (only when EngineOptions::
+  // residual_stats is on), right after the forward: the model's health,
+  // over the tokens of the requests that do not change the stream.
+  // `num_intervened_tokens` counts the step's tokens of requests that steer,
+  // ablate or skip layers, which are left out (a client must not be able to
+  // move the model-health series or fire their alerts); their statistics
+  // are in those requests' own trace and summary.
+  virtual void OnResidualStats(const ResidualSummary& step,
+                               int64_t num_intervened_tokens) {
+    (void)step;
+    (void)num_intervened_tokens;
+  }
 };
 
 struct EngineOptions {

@@ -121,8 +121,8 @@ struct Engine::Impl {
   bool failed = false;
   bool stop_requested = false;
   absl::Time deadline = absl::InfiniteFuture();
-  // Running + waiting in the scheduler + accepted but not yet added to it,
-  // as of the last Publish(), plus the requests drained since.
+  // The requests accepted and not finished (active), as of the last
+  // Publish(), plus those drained since, less those finished since.
   int64_t published_admitted = 0;
   Counts counts;
   uint64_t next_id = 1;

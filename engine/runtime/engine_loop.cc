@@ -38,6 +38,12 @@ void Engine::Impl::Finish(RequestState& r, TokenEvent event) {
   std::shared_ptr<TokenSink> sink = std::move(r.sink);
   const uint64_t id = r.id;
   active.erase(id);  // r is gone from here on
+  {
+    // Its place is free before its client hears of the end: a client that
+    // submits again at once is not refused for a request already gone.
+    std::lock_guard<std::mutex> lock(mu);
+    if (published_admitted > 0) --published_admitted;
+  }
   sink->OnEvent(event);
 }
 
@@ -112,7 +118,7 @@ void Engine::Impl::Publish() {
   std::lock_guard<std::mutex> lock(mu);
   const int64_t waiting =
       scheduler->num_waiting() + static_cast<int64_t>(pending.size());
-  published_admitted = scheduler->num_running() + waiting;
+  published_admitted = static_cast<int64_t>(active.size());
   counts.num_active = static_cast<int64_t>(active.size());
   counts.num_waiting = waiting;
   counts.num_running = scheduler->num_running();

@@ -17,9 +17,22 @@ void Engine::Impl::RecordResiduals(const StepPlan& plan,
   const absl::Span<const float> stats(forward.residual_stats);
   const absl::Span<const float> finals(forward.final_stream_norm);
   if (options.observer != nullptr) {
+    // The model's health: the rows of the requests that leave the stream
+    // as the model makes it.
     step_residuals.Clear();
-    step_residuals.AddStep(stats, finals, num_tokens, 0, num_tokens);
-    options.observer->OnResidualStats(step_residuals);
+    int64_t num_intervened = 0;
+    int64_t row = 0;
+    for (size_t i = 0; i < plan.sequences.size(); ++i) {
+      const int64_t n = plan.sequences[i].num_tokens;
+      const RequestState* r = requests[i];
+      if (r != nullptr && r->interventions && r->interventions->changes_stream()) {
+        num_intervened += n;
+      } else {
+        step_residuals.AddStep(stats, finals, num_tokens, row, row + n);
+      }
+      row += n;
+    }
+    options.observer->OnResidualStats(step_residuals, num_intervened);
   }
   const size_t num_sublayers = step_residuals.sublayers.size();
   int64_t offset = 0;  // the sequence's first row in the step

@@ -62,6 +62,13 @@ struct GenerateRequest {
   // Interventions on the residual stream (decoder/stream_interventions.h),
   // validated by Submit (INVALID_ARGUMENT naming the field):
   static constexpr int kMaxSteeringVectors = 16;
+  // Bound on every element of a steering vector times its scale: far above
+  // any residual stream a model of this family carries (its largest
+  // activations are in the thousands), and far enough below float32's
+  // overflow that the steered stream, its squares in the norms and the
+  // products after it stay finite, so a request cannot fill the stream with
+  // Inf or NaN.
+  static constexpr float kMaxSteeringMagnitude = 1e6f;
   static constexpr int kMaxAblations = 4;
   static constexpr int32_t kMaxLensTopN = 20;
   std::vector<SteeringVector> steering;

@@ -69,6 +69,15 @@ absl::StatusOr<RequestInterventions> RequestInterventions::Create(
     if (auto st = CheckVector(s.vector, hidden, field + ".vector"); !st.ok()) {
       return st;
     }
+    for (size_t j = 0; j < s.vector.size(); ++j) {
+      const double added = static_cast<double>(s.vector[j]) * s.scale;
+      if (!(std::fabs(added) <= GenerateRequest::kMaxSteeringMagnitude)) {
+        return Invalid(absl::StrCat(
+            field, ".scale = ", s.scale, " times ", field, ".vector[", j,
+            "] = ", s.vector[j], " adds ", added, " to the stream, beyond ±",
+            GenerateRequest::kMaxSteeringMagnitude));
+      }
+    }
   }
   if (request.ablate.size() > GenerateRequest::kMaxAblations) {
     return Invalid(absl::StrCat("ablate has ", request.ablate.size(),

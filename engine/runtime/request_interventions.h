@@ -29,6 +29,12 @@ class RequestInterventions {
     return steering_.empty() && ablate_units_.empty() && skip_layers_.empty() &&
            !lens_.has_value();
   }
+  // Whether the request changes the residual stream (steering, ablation or
+  // layer skipping; the logit lens only reads it): such a request's tokens
+  // stay out of the model-health statistics the observer gets.
+  bool changes_stream() const {
+    return !steering_.empty() || !ablate_units_.empty() || !skip_layers_.empty();
+  }
   const std::optional<LogitLensOptions>& lens() const { return lens_; }
 
   // Which StepInterventions::lens reads belong to this request.

@@ -139,5 +139,79 @@ TEST(MetricsTest, ScrapedSeriesMoveAndParse) {
   EXPECT_EQ(rc, 0) << "promtool: " << output;
 }
 
+// No request a client can send moves the model-health series or fires
+// their alerts: a steering whose product overflows float32 is refused
+// (before, it filled the stream with Inf and counted 72 non-finite tokens),
+// and a request that skips layer 2 leaves layer 2's ratio series as they
+// were (before, 60 tokens of zero update), counted as intervened instead.
+TEST(MetricsTest, InterventionsCannotMoveTheModelHealthSeries) {
+  ServerConfig config = TestServerConfig();
+  config.metrics_port = 0;
+  auto t = TestServer::Start(config);
+  ASSERT_NE(t, nullptr);
+  const int port = t->server->metrics_port();
+  const int64_t hidden = t->server->model().config().hidden_size;
+  const ModelConfig& mc = t->server->model().config();
+  const std::string kind =
+      mc.layer_types[2] == LayerKind::kFullAttention ? "full_attention"
+                                                     : "linear_attention";
+  const std::string ratio_count = absl::StrCat(
+      "tributary_residual_update_to_stream_ratio_count{kind=\"", kind,
+      "\",layer=\"2\",sublayer=\"mixer\"}");
+  const std::string ratio_sum = absl::StrCat(
+      "tributary_residual_update_to_stream_ratio_sum{kind=\"", kind,
+      "\",layer=\"2\",sublayer=\"mixer\"}");
+  // Some plain traffic first, so that the series exist.
+  {
+    grpc::ClientContext ctx;
+    v1::GenerateResponse r;
+    ASSERT_TRUE(t->stub->Generate(&ctx, GreedyRequest("ROMEO:\nO", 4), &r).ok());
+  }
+  ASSERT_TRUE(t->WaitIdle());
+  auto before_text = HttpGet(port, "/metrics");
+  ASSERT_TRUE(before_text.ok()) << before_text.status();
+  const auto before = ParseSamples(*before_text);
+  {
+    grpc::ClientContext ctx;
+    v1::GenerateResponse r;
+    v1::GenerateRequest overflow = GreedyRequest("ROMEO:\nO", 8);
+    v1::Steering* st = overflow.add_steering();
+    st->set_layer(3);
+    st->set_scale(3e38f);
+    for (int64_t i = 0; i < hidden; ++i) {
+      st->mutable_direction()->mutable_inline_vector()->add_values(1.0f);
+    }
+    const grpc::Status s = t->stub->Generate(&ctx, overflow, &r);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_NE(s.error_message().find("steering[0].scale"), std::string::npos)
+        << s.error_message();
+  }
+  int64_t skipped_tokens = 0;
+  {
+    grpc::ClientContext ctx;
+    v1::GenerateResponse r;
+    v1::GenerateRequest skipping = GreedyRequest("ROMEO:\nO", 60);
+    skipping.add_skip_layers(2);
+    ASSERT_TRUE(t->stub->Generate(&ctx, skipping, &r).ok());
+    skipped_tokens = r.usage().prompt_tokens() + r.usage().generated_tokens() - 1;
+  }
+  ASSERT_TRUE(t->WaitIdle());
+  auto after_text = HttpGet(port, "/metrics");
+  ASSERT_TRUE(after_text.ok()) << after_text.status();
+  const auto after = ParseSamples(*after_text);
+  EXPECT_EQ(Get(after, ratio_count), Get(before, ratio_count));
+  EXPECT_EQ(Get(after, ratio_sum), Get(before, ratio_sum));
+  for (int layer = 0; layer < mc.num_hidden_layers; ++layer) {
+    for (const char* sub : {"mixer", "ffn"}) {
+      EXPECT_EQ(Get(after, absl::StrCat("tributary_residual_nonfinite_total{layer=\"",
+                                        layer, "\",sublayer=\"", sub, "\"}")),
+                0.0);
+    }
+  }
+  EXPECT_EQ(Get(after, "tributary_residual_intervened_tokens_total") -
+                Get(before, "tributary_residual_intervened_tokens_total"),
+            static_cast<double>(skipped_tokens));
+}
+
 }  // namespace
 }  // namespace tributary

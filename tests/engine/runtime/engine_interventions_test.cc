@@ -78,6 +78,20 @@ TEST(EngineInterventionsTest, ValidationNamesTheField) {
          r.steering.push_back({0, true, Random(1, 1), INFINITY, false});
        },
        "steering[0].scale"},
+      // Finite scale and vector whose product overflows float32 (or comes
+      // near it): the stream would fill with Inf and NaN.
+      {[](auto& r) {
+         r.steering.push_back(
+             {0, true, std::vector<float>(static_cast<size_t>(Hidden()), 1.0f),
+              3e38f, false});
+       },
+       "steering[0].scale = 3e+38 times steering[0].vector[0]"},
+      {[](auto& r) {
+         r.steering.push_back(
+             {0, true, std::vector<float>(static_cast<size_t>(Hidden()), 2.0f),
+              1e6f, false});
+       },
+       "beyond"},
       {[](auto& r) {
          for (int i = 0; i < 17; ++i)
            r.steering.push_back({0, true, Random(1, 1), 1.0f, false});

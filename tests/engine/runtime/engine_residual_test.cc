@@ -30,12 +30,15 @@ GenerateRequest Traced(const std::string& text) {
 
 struct StepObserver : EngineObserver {
   void OnStep(const StepStats& stats) override { tokens += stats.num_tokens; }
-  void OnResidualStats(const ResidualSummary& step) override {
+  void OnResidualStats(const ResidualSummary& step,
+                       int64_t num_intervened_tokens) override {
     residual_tokens +=
         step.sublayers.at(0).num_tokens + step.sublayers.at(0).num_nonfinite;
+    intervened_tokens += num_intervened_tokens;
   }
   int64_t tokens = 0;
   int64_t residual_tokens = 0;
+  int64_t intervened_tokens = 0;
 };
 
 std::vector<ResidualTraceToken> Trace(const RecordingSink& sink) {
@@ -141,6 +144,49 @@ TEST(EngineResidualTest, TraceCoversEveryPositionOnceAndSummaryAgrees) {
   (*engine)->Shutdown(absl::Now());
   // The observer saw every token the steps processed.
   EXPECT_EQ(observer.residual_tokens, observer.tokens);
+}
+
+// The observer's statistics are the model's health: a request that skips a
+// layer or steers the stream, batched with a plain one, adds nothing to
+// them (its tokens are counted as intervened), while its own summary still
+// covers every token it processed.
+TEST(EngineResidualTest, InterventionsStayOutOfTheModelHealthStats) {
+  testing_util::StartGate gate;
+  StepObserver observer;
+  EngineOptions options = SmallEngineOptions(64, 4);
+  options.residual_stats = true;
+  options.observer = &observer;
+  options.fault_hook = gate.Hook();
+  auto engine = Engine::Create(options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const int64_t hidden = DefaultModel().config().hidden_size;
+  GenerateRequest plain = Traced(kPrompts[0]);
+  GenerateRequest skipping = Traced(kPrompts[1]);
+  skipping.skip_layers = {2};
+  GenerateRequest steering = Traced(kPrompts[2]);
+  steering.steering.push_back(
+      {3, true, std::vector<float>(static_cast<size_t>(hidden), 1.0f), 50.0f,
+       false});
+  std::vector<std::shared_ptr<RecordingSink>> sinks;
+  for (GenerateRequest* r : {&plain, &skipping, &steering}) {
+    sinks.push_back(std::make_shared<RecordingSink>());
+    ASSERT_TRUE((*engine)->Submit(std::move(*r), sinks.back()).ok());
+  }
+  gate.Open();
+  std::vector<int64_t> processed;
+  for (auto& sink : sinks) {
+    ASSERT_TRUE(sink->WaitFinal(testing_util::kHangGuard));
+    const TokenEvent final_event = sink->final_event();
+    ASSERT_TRUE(final_event.status.ok()) << final_event.status;
+    ASSERT_TRUE(final_event.residual_summary.has_value());
+    processed.push_back(final_event.residual_summary->num_final_tokens);
+    EXPECT_EQ(processed.back(), final_event.usage.num_prompt_tokens +
+                                    final_event.usage.num_generated_tokens - 1);
+  }
+  (*engine)->Shutdown(absl::Now());
+  EXPECT_EQ(observer.residual_tokens, processed[0]);
+  EXPECT_EQ(observer.intervened_tokens, processed[1] + processed[2]);
+  EXPECT_EQ(observer.tokens, processed[0] + processed[1] + processed[2]);
 }
 
 TEST(EngineResidualTest, NothingWhenNotAsked) {
