@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "engine/tokenizer/utf8.h"
 #include "base/status_macros.h"
 
@@ -15,11 +16,43 @@ absl::Status Invalid(const std::string& message) {
   return absl::InvalidArgumentError(message);
 }
 
-// The engine's SamplingParams errors start with its own field name; the API
-// nests the fields in messages with other names. Prefix the proto path.
+// The engine's vectors are the API's Direction messages: "steering[i].vector"
+// is steering[i].direction.inline_vector (with its values), "ablate[i]" an
+// ablate[i] Direction, whose element j is ablate[i].inline_vector.values[j].
+std::string VectorPathsInProto(absl::string_view message) {
+  std::string out = absl::StrReplaceAll(
+      message, {{"].vector[", "].direction.inline_vector.values["},
+                {"].vector has", "].direction.inline_vector has"}});
+  const std::string kAblate = "ablate[";
+  std::string result;
+  size_t at = 0;
+  while (true) {
+    const size_t found = out.find(kAblate, at);
+    const size_t close =
+        found == std::string::npos ? found : out.find(']', found + kAblate.size());
+    if (close == std::string::npos) break;
+    result.append(out, at, close + 1 - at);
+    at = close + 1;
+    if (out.compare(at, 1, "[") == 0) {
+      result += ".inline_vector.values";
+    } else if (out.compare(at, 5, " has ") == 0 &&
+               out.find(" values", at) != std::string::npos) {
+      result += ".inline_vector";
+    }
+  }
+  result.append(out, at, std::string::npos);
+  return result;
+}
+
+}  // namespace
+
 absl::Status WithProtoFieldName(const absl::Status& status) {
   if (status.ok() || status.code() != absl::StatusCode::kInvalidArgument) {
     return status;
+  }
+  if (absl::StrContains(status.message(), "steering[") ||
+      absl::StrContains(status.message(), "ablate[")) {
+    return Invalid(VectorPathsInProto(status.message()));
   }
   static const std::pair<const char*, const char*> kPaths[] = {
       {"temperature", "sampling."},       {"top_k", "sampling."},
@@ -44,6 +77,8 @@ absl::Status WithProtoFieldName(const absl::Status& status) {
   }
   return status;
 }
+
+namespace {
 
 v1::FinishReason FinishReasonToProto(FinishReason reason) {
   switch (reason) {

@@ -29,6 +29,13 @@ struct ConversionLimits {
   static constexpr int kMaxPriority = 1000;
 };
 
+// An engine error (INVALID_ARGUMENT naming the engine's field, from
+// validation or Submit) with the field named by its proto path:
+// "max_new_tokens = …" is stopping.max_new_tokens, "steering[0].vector[3]"
+// steering[0].direction.inline_vector.values[3], "ablate[1][0]"
+// ablate[1].inline_vector.values[0]. Other statuses pass unchanged.
+absl::Status WithProtoFieldName(const absl::Status& status);
+
 class RequestConverter {
  public:
   // `tokenizer` may be null (token-id prompts only); `vectors` may be null

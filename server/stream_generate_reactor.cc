@@ -95,7 +95,9 @@ grpc::Status StreamGenerateReactor::Submit(const v1::GenerateRequest* request) {
   if (!converted.ok()) return ToGrpcStatus(converted.status());
   absl::StatusOr<uint64_t> engine_id = service_.engine->Submit(
       *std::move(converted), std::make_shared<Sink>(self_));
-  if (!engine_id.ok()) return ToGrpcStatus(engine_id.status());
+  if (!engine_id.ok()) {
+    return ToGrpcStatus(WithProtoFieldName(engine_id.status()));
+  }
   // OnDone cannot run before the constructor returns (gRPC binds the
   // reactor after the handler returns), so `this` is valid here even if
   // the final event came already.

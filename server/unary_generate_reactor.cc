@@ -66,7 +66,7 @@ UnaryGenerateReactor::UnaryGenerateReactor(ServiceContext& service,
       *std::move(converted), std::make_shared<Sink>(this));
   if (!engine_id.ok()) {
     // On error the engine never calls the sink.
-    FinishWith(ToGrpcStatus(engine_id.status()), nullptr);
+    FinishWith(ToGrpcStatus(WithProtoFieldName(engine_id.status())), nullptr);
     return;
   }
   // The final event may have arrived (and the reactor be finished) already;

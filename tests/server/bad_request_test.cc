@@ -2,10 +2,12 @@
 // status code and a message naming the field, through both Generate and
 // GenerateStream, and afterwards the server still serves and holds no
 // sequence, block or slot.
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/server/server_test_util.h"
@@ -27,6 +29,30 @@ struct BadRequest {
 };
 
 v1::GenerateRequest Base() { return GreedyRequest("ROMEO:\nBut soft", 8); }
+
+// Whether `path` ("steering[0].direction.inline_vector.values[5]") names a
+// field of `message`: each part a field (or oneof) of the message before
+// it, indexed only where repeated.
+bool IsProtoPath(absl::string_view path,
+                 const google::protobuf::Descriptor& message) {
+  const google::protobuf::Descriptor* d = &message;
+  for (absl::string_view part : absl::StrSplit(path, '.')) {
+    if (d == nullptr) return false;  // a part after a scalar
+    const size_t bracket = part.find('[');
+    const std::string name(part.substr(0, bracket));
+    const google::protobuf::FieldDescriptor* f = d->FindFieldByName(name);
+    if (f == nullptr) {
+      // A oneof ("input") ends the path.
+      return d->FindOneofByName(name) != nullptr && part == path;
+    }
+    if (bracket != absl::string_view::npos &&
+        (!f->is_repeated() || part.back() != ']')) {
+      return false;
+    }
+    d = f->message_type();
+  }
+  return !path.empty();
+}
 
 std::vector<BadRequest> Catalog() {
   using C = grpc::StatusCode;
@@ -109,7 +135,7 @@ std::vector<BadRequest> Catalog() {
        kInvalid, "stopping.max_new_tokens", ""},
       {"prompt + max_new_tokens over the context",
        [](auto& r) { r.mutable_stopping()->set_max_new_tokens(1023); },
-       kInvalid, "context", ""},
+       kInvalid, "stopping.max_new_tokens = 1023", ""},
       {"too many stop strings",
        [](auto& r) {
          for (int i = 0; i < 17; ++i) r.mutable_stopping()->add_stop("x");
@@ -184,6 +210,23 @@ std::vector<BadRequest> Catalog() {
          }
        },
        kInvalid, "steering[0].tokens", ""},
+      {"steering vector with a NaN",
+       [](auto& r) {
+         auto* st = r.add_steering();
+         for (int i = 0; i < 256; ++i) {
+           st->mutable_direction()->mutable_inline_vector()->add_values(
+               i == 5 ? NAN : 0.1f);
+         }
+       },
+       kInvalid, "steering[0].direction.inline_vector.values[5]", ""},
+      {"ablation with a NaN",
+       [](auto& r) {
+         auto* d = r.add_ablate();
+         for (int i = 0; i < 256; ++i) {
+           d->mutable_inline_vector()->add_values(i == 0 ? NAN : 0.1f);
+         }
+       },
+       kInvalid, "ablate[0].inline_vector.values[0]", ""},
       {"ablation without a direction",
        [](auto& r) { r.add_ablate(); }, kInvalid, "ablate[0]", ""},
       {"skip layer out of range", [](auto& r) { r.add_skip_layers(12); },
@@ -231,6 +274,16 @@ TEST(BadRequestTest, CatalogGetsDocumentedCodesAndFieldNames) {
           << (stream ? "stream: " : "unary: ") << s.error_message();
       EXPECT_THAT(s.error_message(), HasSubstr(bad.field))
           << (stream ? "stream" : "unary");
+      // A validation message starts with the field it is about, named by
+      // its path in the proto (not the engine's own names).
+      if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT &&
+          bad.request_id.empty()) {
+        const std::string& message = s.error_message();
+        const std::string path = message.substr(0, message.find_first_of(" :="));
+        EXPECT_TRUE(IsProtoPath(path, *v1::GenerateRequest::descriptor()))
+            << "\"" << path << "\" (from \"" << message
+            << "\") is not a field path of GenerateRequest";
+      }
     }
   }
   // Tokenize and GetResidualStats validate too.
