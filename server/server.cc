@@ -233,9 +233,10 @@ absl::Status Server::StartApiServer() {
   } else {
     creds = grpc::InsecureServerCredentials();
   }
-  // Both are process-wide switches read by every ServerBuilder.
-  grpc::EnableDefaultHealthCheckService(true);
+  // A process-wide switch read by every ServerBuilder. The health service
+  // is our own (health_service.h), which reflection can describe.
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  api_health_ = std::make_unique<HealthService>();
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(config_.host, ":", config_.api_port);
   builder.AddListeningPort(address, creds, &api_port_);
@@ -244,12 +245,13 @@ absl::Status Server::StartApiServer() {
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              config_.max_concurrent_streams);
   builder.RegisterService(service_.get());
+  builder.RegisterService(api_health_.get());
   api_server_ = builder.BuildAndStart();
   if (api_server_ == nullptr || api_port_ <= 0) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", address, " (port in use?)"));
   }
-  health_->AddService(api_server_->GetHealthCheckService());
+  health_->AddService(api_health_.get());
   LogInfo("gRPC API listening on ", config_.host, ":", api_port_,
           config_.tls_cert_file.empty() ? " (plaintext)"
           : config_.tls_client_ca_file.empty() ? " (TLS)"
@@ -265,12 +267,14 @@ absl::Status Server::StartHealthServer() {
       absl::StrCat(config_.host, ":", config_.health_port);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
                            &health_port_);
+  port_health_ = std::make_unique<HealthService>();
+  builder.RegisterService(port_health_.get());
   health_server_ = builder.BuildAndStart();
   if (health_server_ == nullptr || health_port_ <= 0) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", address, " (port in use?)"));
   }
-  health_->AddService(health_server_->GetHealthCheckService());
+  health_->AddService(port_health_.get());
   LogInfo("gRPC health listening on ", config_.host, ":", health_port_,
           " (plaintext, health only)");
   return absl::OkStatus();
@@ -337,6 +341,10 @@ void Server::Drain(absl::Duration grace) {
   // Every generation has its final event now; what is left are writes to
   // clients that do not read.
   const absl::Time deadline = absl::Now() + absl::Seconds(2);
+  // Health watchers see NOT_SERVING (above) and then their calls end, so
+  // the servers' shutdown does not wait for them.
+  if (api_health_ != nullptr) api_health_->Shutdown();
+  if (port_health_ != nullptr) port_health_->Shutdown();
   if (api_server_ != nullptr) api_server_->Shutdown(absl::ToChronoTime(deadline));
   if (health_server_ != nullptr) {
     health_server_->Shutdown(absl::ToChronoTime(deadline));

@@ -22,6 +22,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "grpcpp/grpcpp.h"
 #include "server/health_monitor.h"
+#include "server/health_service.h"
 #include "server/http_server.h"
 #include "server/request_converter.h"
 #include "server/server_config.h"
@@ -86,6 +87,10 @@ class Server {
   std::unique_ptr<RequestConverter> converter_;
   ServiceContext service_context_;
   std::unique_ptr<TributaryService> service_;
+  // One per listener (a service registers with one server); before the
+  // servers, which must not outlive them.
+  std::unique_ptr<HealthService> api_health_;
+  std::unique_ptr<HealthService> port_health_;
   std::unique_ptr<grpc::Server> api_server_;
   std::unique_ptr<grpc::Server> health_server_;
   std::unique_ptr<prometheus::Exposer> exposer_;

@@ -24,6 +24,59 @@ def check(condition, message):
         fail(message)
 
 
+def varint(buf, i):
+    value, shift = 0, 0
+    while True:
+        b = buf[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return value, i
+
+
+def fields(buf):
+    """(field number, value) of a serialized message, one level deep."""
+    i = 0
+    while i < len(buf):
+        key, i = varint(buf, i)
+        number, wire_type = key >> 3, key & 7
+        if wire_type == 0:
+            value, i = varint(buf, i)
+        elif wire_type == 2:
+            n, i = varint(buf, i)
+            value, i = buf[i:i + n], i + n
+        elif wire_type == 5:
+            value, i = buf[i:i + 4], i + 4
+        elif wire_type == 1:
+            value, i = buf[i:i + 8], i + 8
+        else:
+            raise ValueError(f"wire type {wire_type}")
+        yield number, value
+
+
+def reflect_files(grpc, channel, symbol):
+    """The FileDescriptorProtos server reflection gives for `symbol`."""
+    from google.protobuf import descriptor_pb2
+    name = symbol.encode()
+    request = b"\x22" + bytes([len(name)]) + name  # file_containing_symbol
+    call = channel.stream_stream(
+        "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+        request_serializer=lambda b: b, response_deserializer=lambda b: b)
+    files = []
+    for response in call(iter([request]), timeout=30):
+        for number, value in fields(response):
+            if number == 4:  # file_descriptor_response
+                for inner, proto in fields(value):
+                    if inner == 1:
+                        f = descriptor_pb2.FileDescriptorProto()
+                        f.ParseFromString(proto)
+                        files.append(f)
+            elif number == 7:  # error_response
+                fail(f"reflection of {symbol}: {list(fields(value))}")
+    return files
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--server", required=True)
@@ -128,6 +181,21 @@ def main():
                             timeout=10)
         check(status.status == health_pb2.HealthCheckResponse.SERVING,
               f"health {status.status}")
+        # Server reflection describes the health service (before, gRPC's
+        # built-in one had no descriptor): the ServerReflectionRequest is
+        # written by hand (field 4, file_containing_symbol) and the answer
+        # read field by field, so no reflection stubs are needed.
+        for symbol, service in (("grpc.health.v1.Health", "Health"),
+                                ("tributary.v1.Tributary", "Tributary")):
+            files = reflect_files(grpc, channel, symbol)
+            check(files, f"reflection has no file for {symbol}")
+            services = {sv.name: [m.name for m in sv.method]
+                        for f in files for sv in f.service}
+            check(service in services,
+                  f"reflection describes {sorted(services)}, not {symbol}")
+        check({"Check", "Watch"} <= set(
+            m.name for f in reflect_files(grpc, channel, "grpc.health.v1.Health")
+            for sv in f.service for m in sv.method), "Health's methods")
     finally:
         try:
             code = server_process.stop(proc)

@@ -273,6 +273,39 @@ TEST(ServerRpcTest, StreamCutByTheDrainIsUnavailable) {
   EXPECT_THAT(s.error_message(), HasSubstr("draining"));
 }
 
+// The health service's answers for the server (""), the API's name and an
+// unknown name: Check is NOT_FOUND for it, Watch says SERVICE_UNKNOWN.
+TEST(ServerRpcTest, HealthKnowsItsServices) {
+  auto t = TestServer::Start(TestServerConfig());
+  ASSERT_NE(t, nullptr);
+  for (const char* name : {"", "tributary.v1.Tributary"}) {
+    grpc::ClientContext ctx;
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(name);
+    grpc::health::v1::HealthCheckResponse response;
+    ASSERT_TRUE(t->health->Check(&ctx, request, &response).ok()) << name;
+    EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+  }
+  grpc::health::v1::HealthCheckRequest unknown;
+  unknown.set_service("no.such.Service");
+  {
+    grpc::ClientContext ctx;
+    grpc::health::v1::HealthCheckResponse response;
+    EXPECT_EQ(t->health->Check(&ctx, unknown, &response).error_code(),
+              grpc::StatusCode::NOT_FOUND);
+  }
+  grpc::ClientContext ctx;
+  auto watch = t->health->Watch(&ctx, unknown);
+  grpc::health::v1::HealthCheckResponse first;
+  ASSERT_TRUE(watch->Read(&first));
+  EXPECT_EQ(first.status(),
+            grpc::health::v1::HealthCheckResponse::SERVICE_UNKNOWN);
+  ctx.TryCancel();
+  while (watch->Read(&first)) {
+  }
+  EXPECT_EQ(watch->Finish().error_code(), grpc::StatusCode::CANCELLED);
+}
+
 TEST(ServerRpcTest, DrainRefusesNewWorkAndHealthWatchSeesIt) {
   auto t = TestServer::Start(TestServerConfig());
   ASSERT_NE(t, nullptr);
