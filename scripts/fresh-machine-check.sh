@@ -11,12 +11,16 @@
 # debootstrap installed), not by CI: it takes most of an hour on 2 cores.
 #
 #   sudo scripts/fresh-machine-check.sh [--dir DIR] [--mirror URL] [--data DIR]
+#                                       [--reuse-root] [--run-only]
 #
 # DIR (default /var/tmp/tributary-fresh) receives the root (root/, made once
 # and reused for later checks only with --reuse-root) and the log. --data is
 # the team's data folder the tests read (default: TRIBUTARY_SHARED_DIR's
 # default, ../shared next to the checkout); it is placed beside the clone as
 # CI places it. Uncommitted changes are not part of the clone: commit first.
+# --reuse-root keeps a root made before (its packages installed);
+# --run-only checks only `make run`, in the root and clone of a previous
+# check, the clone moved to this checkout's HEAD (an incremental build).
 set -euo pipefail
 
 dir=/var/tmp/tributary-fresh
@@ -24,13 +28,15 @@ mirror=http://deb.debian.org/debian
 src=$(cd "$(dirname "$0")/.." && pwd)
 data="$src/../shared"
 reuse_root=0
+run_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --dir) dir=$2; shift 2 ;;
     --mirror) mirror=$2; shift 2 ;;
     --data) data=$2; shift 2 ;;
     --reuse-root) reuse_root=1; shift ;;
-    *) echo "usage: $0 [--dir DIR] [--mirror URL] [--data DIR] [--reuse-root]" >&2; exit 2 ;;
+    --run-only) run_only=1; reuse_root=1; shift ;;
+    *) echo "usage: $0 [--dir DIR] [--mirror URL] [--data DIR] [--reuse-root] [--run-only]" >&2; exit 2 ;;
   esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "fresh-machine-check: needs root (debootstrap, chroot, mounts)" >&2; exit 1; }
@@ -73,10 +79,15 @@ if [ "$reuse_root" -eq 0 ] || [ ! -x "$root/bin/bash" ]; then
 fi
 
 # The clone and the data folder, laid out as CI lays them out.
-rm -rf "$root/work"
-mkdir -p "$root/work"
-git clone --quiet --no-hardlinks "$src" "$root/work/tributary"
-cp -r "$data" "$root/work/shared"
+if [ "$run_only" -eq 1 ] && [ -d "$root/work/tributary/.git" ]; then
+  git -C "$root/work/tributary" fetch --quiet "$src" HEAD
+  git -C "$root/work/tributary" checkout --quiet --detach FETCH_HEAD
+else
+  rm -rf "$root/work"
+  mkdir -p "$root/work"
+  git clone --quiet --no-hardlinks "$src" "$root/work/tributary"
+  cp -r "$data" "$root/work/shared"
+fi
 echo "fresh-machine-check: checking $(git -C "$root/work/tributary" log -1 --format='%h %s' | cut -c1-72)"
 
 # How this machine reaches the registries is the machine's, not the
@@ -102,17 +113,20 @@ in_root() {
   chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     "${network_env[@]}" \
-    bash -c "cd /work/tributary && $1"
+    bash -c "cd /work/tributary || exit 1
+$1"
 }
 
-start=$(now)
-set +e
-# A root whose ca-certificates came with debootstrap takes the added
-# authorities now; otherwise its installation by install-deps.sh does.
-in_root 'if command -v update-ca-certificates > /dev/null; then update-ca-certificates > /dev/null; fi; ./scripts/install-deps.sh && make test'
-rc=$?
-set -e
-record "install-deps.sh && make test" "$rc" "$start"
+if [ "$run_only" -eq 0 ]; then
+  start=$(now)
+  set +e
+  # A root whose ca-certificates came with debootstrap takes the added
+  # authorities now; otherwise its installation by install-deps.sh does.
+  in_root 'if command -v update-ca-certificates > /dev/null; then update-ca-certificates > /dev/null; fi; ./scripts/install-deps.sh && make test'
+  rc=$?
+  set -e
+  record "install-deps.sh && make test" "$rc" "$start"
+fi
 
 # make run: serve, answer, drain. The server's process is found by name
 # (minbase has no pgrep).
