@@ -1,18 +1,40 @@
 #include "engine/backend/cpu/matmul.h"
 
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC bug 105593
+#pragma GCC diagnostic ignored "-Wuninitialized"        // the same bug
+#endif
+
+#include <immintrin.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <cfloat>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/backend/cpu/matmul_kernels.h"
 
 namespace tributary {
+namespace matmul_internal {
+
+#define TRIB_KERNELS "engine/backend/cpu/matmul_kernels.inc"
+#include "engine/backend/cpu/isa_instantiations.inc"
+#undef TRIB_KERNELS
+
+const MatMulKernels& ScalarKernels() { return portable::kMatMulKernels; }
+const MatMulKernels& Avx2Kernels() { return avx2::kMatMulKernels; }
+const MatMulKernels& Avx512Kernels() { return avx512::kMatMulKernels; }
+
+}  // namespace matmul_internal
 
 using matmul_internal::Bf16DotKernels;
 using matmul_internal::F32PairKernels;
@@ -583,14 +605,15 @@ void RunProducts(CpuIsa isa, const float* x, int64_t num_tokens,
     return;
   }
   isa = ResolveCpuIsa(isa);
+  // The bf16 products run on VDPBF16PS or on their twin.
   const Bf16DotKernels& bf16_kern =
       isa == CpuIsa::kAvx512 && MatMulBf16DotSupported()
-          ? matmul_internal::Avx512Bf16DotKernels()
-          : matmul_internal::ScalarBf16DotKernels();
+          ? matmul_internal::avx512::kBf16DotKernels
+          : matmul_internal::portable::kBf16DotKernels;
   const F32PairKernels& f32_pairs_kern =
-      isa == CpuIsa::kAvx512   ? matmul_internal::Avx512F32PairKernels()
-      : isa == CpuIsa::kAvx2 ? matmul_internal::Avx2F32PairKernels()
-                                : matmul_internal::ScalarF32PairKernels();
+      isa == CpuIsa::kAvx512 ? matmul_internal::avx512::kF32PairKernels
+      : isa == CpuIsa::kAvx2 ? matmul_internal::avx2::kF32PairKernels
+                             : matmul_internal::portable::kF32PairKernels;
   std::vector<Product> products;
   products.reserve(static_cast<size_t>(num_outputs));
   std::vector<std::unique_ptr<uint16_t[]>> packed_here;

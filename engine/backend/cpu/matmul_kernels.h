@@ -1,5 +1,5 @@
-// Internal to matmul.cc and its per-ISA files: what each instruction-set path
-// provides to the blocked driver.
+// Internal to matmul.cc and its per-ISA kernels (matmul_kernels.inc): what
+// each instruction-set path provides to the blocked driver.
 //
 // The canonical reduction order (matmul.h, Determinism), shared by every
 // path: the dot product of a token row x and a weight row w over K inputs is
@@ -140,16 +140,14 @@ struct F32PairKernels : PairTileKernels<float> {
 };
 constexpr int kTransposedTokens = 16;
 
+// Each path's tables are matmul.cc's (matmul_kernels.inc, compiled once a
+// path into namespaces avx512, avx2 and portable: kMatMulKernels,
+// kF32PairKernels, and on the portable and AVX-512 paths kBf16DotKernels,
+// the AVX-512 one needing AVX512_BF16 for its tile). The portable path is
+// the naive twin, any CPU; these give the tables on stored rows.
 const MatMulKernels& ScalarKernels();
 const MatMulKernels& Avx2Kernels();    // needs AVX2, FMA, F16C
 const MatMulKernels& Avx512Kernels();  // needs AVX-512F/BW/VL, FMA, F16C
-
-const Bf16DotKernels& ScalarBf16DotKernels();  // the naive twin, any CPU
-const Bf16DotKernels& Avx512Bf16DotKernels();  // Avx512Kernels' + AVX512_BF16
-
-const F32PairKernels& ScalarF32PairKernels();  // the naive twin
-const F32PairKernels& Avx2F32PairKernels();    // as Avx2Kernels
-const F32PairKernels& Avx512F32PairKernels();  // as Avx512Kernels
 
 }  // namespace matmul_internal
 }  // namespace tributary
