@@ -255,8 +255,13 @@ void CompletionHandler::Serve(OpenAiEndpoint endpoint,
   if (chat && oo.tokenizer != nullptr &&
       oo.tokenizer->chat_template().supports_thinking()) {
     oo.parse_reasoning = true;
-    oo.starts_in_reasoning = request.enable_thinking.value_or(
-        oo.tokenizer->chat_template().thinking_default());
+    // The answer starts as reasoning only when the prompt left a <think>
+    // open; where the template lets the model open it, a model that never
+    // does answers in `content`.
+    const ChatTemplate& chat_template = oo.tokenizer->chat_template();
+    oo.starts_in_reasoning =
+        request.enable_thinking.value_or(chat_template.thinking_default()) &&
+        chat_template.generation_opens_think();
   }
   if (absl::Status submitted =
           exchange->Submit(service_.engine, *std::move(converted),

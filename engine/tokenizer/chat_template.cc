@@ -23,11 +23,20 @@ bool ChatTemplate::ThinkingDefaultFromTemplate(absl::string_view t) {
   return !opt_in;
 }
 
+bool ChatTemplate::GenerationOpensThinkFromTemplate(absl::string_view t) {
+  // The Jinja string literal '<think>\n' (backslash n in the template's
+  // text); '<think>\n\n</think>\n\n', the thinking-off block, is not it.
+  return t.empty() || absl::StrContains(t, "'<think>\\n'") ||
+         absl::StrContains(t, "\"<think>\\n\"");
+}
+
 ChatTemplate::ChatTemplate(bool has_think_token,
                            absl::string_view template_text)
     : has_think_token_(has_think_token),
       thinking_default_(has_think_token &&
-                        ThinkingDefaultFromTemplate(template_text)) {}
+                        ThinkingDefaultFromTemplate(template_text)),
+      generation_opens_think_(has_think_token &&
+                              GenerationOpensThinkFromTemplate(template_text)) {}
 
 absl::StatusOr<std::string> ChatTemplate::Render(
     const std::vector<ChatMessage>& messages, const ChatOptions& options) const {
@@ -87,7 +96,11 @@ absl::StatusOr<std::string> ChatTemplate::Render(
     out += "<|im_start|>assistant\n";
     if (has_think_token_) {
       const bool thinking = options.enable_thinking.value_or(thinking_default_);
-      out += thinking ? "<think>\n" : "<think>\n\n</think>\n\n";
+      if (!thinking) {
+        out += "<think>\n\n</think>\n\n";
+      } else if (generation_opens_think_) {
+        out += "<think>\n";
+      }
     }
   }
   return out;

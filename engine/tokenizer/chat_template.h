@@ -5,8 +5,15 @@
 //   system/user:  <|im_start|>{role}\n{content}<|im_end|>\n
 //   assistant:    <|im_start|>assistant\n{content}<|im_end|>\n
 //   generation:   <|im_start|>assistant\n            (no <think> in the vocab)
-//                 <|im_start|>assistant\n<think>\n   (thinking on)
+//                 <|im_start|>assistant\n<think>\n   (thinking on, when the
+//                                                    template opens <think>)
+//                 <|im_start|>assistant\n            (thinking on, when the
+//                                                    model writes its own)
 //                 <|im_start|>assistant\n<think>\n\n</think>\n\n  (off)
+// Whether the template opens <think> for the model (Qwen3.5's does; Qwen3's
+// and the embedded default model's leave it to the model) is read from the
+// template text: it does when it emits the literal '<think>\n' on its own.
+// An empty template is taken as Qwen3.5's.
 //
 // Assistant turns and reasoning, following the Qwen3 template: the
 // reasoning of a turn is its `reasoning_content`, else the text before
@@ -60,13 +67,18 @@ class ChatTemplate {
 
   bool supports_thinking() const { return has_think_token_; }
   bool thinking_default() const { return thinking_default_; }
+  // Whether a generation prompt with thinking on ends inside an open
+  // <think> (so the answer starts as reasoning), or the model opens it.
+  bool generation_opens_think() const { return generation_opens_think_; }
 
-  // The rule above, exposed for tests.
+  // The rules above, exposed for tests.
   static bool ThinkingDefaultFromTemplate(absl::string_view template_text);
+  static bool GenerationOpensThinkFromTemplate(absl::string_view template_text);
 
  private:
   bool has_think_token_;
   bool thinking_default_;
+  bool generation_opens_think_;
 };
 
 }  // namespace tributary

@@ -196,6 +196,11 @@ TEST_F(HttpApiTest, ChatStreamedEqualsNonStreamed) {
       EXPECT_EQ(reasoning, "");
     }
     EXPECT_FALSE(content.empty() && reasoning.empty());
+    // The default model's template leaves <think> to the model, which never
+    // writes one: with thinking on too, the answer is content (before, all
+    // of it landed in reasoning_content).
+    EXPECT_FALSE(content.empty()) << whole.body;
+    EXPECT_EQ(reasoning, "") << whole.body;
 
     request["stream"] = true;
     std::string s_content, s_reasoning, finish;

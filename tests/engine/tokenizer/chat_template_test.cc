@@ -22,9 +22,11 @@ TEST(ChatTemplateTest, Qwen3ThinkingOnByDefault) {
   const std::string prefix =
       "<|im_start|>system\nYou are terse.<|im_end|>\n"
       "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
-  EXPECT_EQ(*tokenizer->RenderChat(kConversation, {}), prefix + "<think>\n");
-  EXPECT_EQ(*tokenizer->RenderChat(kConversation, {true, true}),
-            prefix + "<think>\n");
+  // Qwen3's template (tokenizer_config.json) leaves <think> to the model:
+  // with thinking on, its generation prompt adds nothing.
+  EXPECT_FALSE(tokenizer->chat_template().generation_opens_think());
+  EXPECT_EQ(*tokenizer->RenderChat(kConversation, {}), prefix);
+  EXPECT_EQ(*tokenizer->RenderChat(kConversation, {true, true}), prefix);
   EXPECT_EQ(*tokenizer->RenderChat(kConversation, {true, false}),
             prefix + "<think>\n\n</think>\n\n");
   auto ids = tokenizer->EncodeChat(kConversation, {true, false});
@@ -33,6 +35,25 @@ TEST(ChatTemplateTest, Qwen3ThinkingOnByDefault) {
   // <think> and </think> are single tokens (151667, 151668).
   EXPECT_EQ(std::count(ids->begin(), ids->end(), 151667), 1);
   EXPECT_EQ(std::count(ids->begin(), ids->end(), 151668), 1);
+}
+
+// Whether the generation prompt opens <think> comes from the template's
+// text: Qwen3.5's emits '<think>\n' when thinking is on, Qwen3's (and the
+// embedded default model's) only the thinking-off block.
+TEST(ChatTemplateTest, GenerationOpensThinkOnlyWhereTheTemplateDoes) {
+  const std::string off = "{{- '<think>\\n\\n</think>\\n\\n' }}";
+  EXPECT_FALSE(ChatTemplate::GenerationOpensThinkFromTemplate(
+      "{%- if enable_thinking is defined and enable_thinking is false %}" + off +
+      "{%- endif %}"));
+  EXPECT_TRUE(ChatTemplate::GenerationOpensThinkFromTemplate(
+      "{%- if enable_thinking is defined and enable_thinking is false %}" + off +
+      "{%- else %}{{- '<think>\\n' }}{%- endif %}"));
+  ChatTemplate model_writes_it(/*has_think_token=*/true,
+                               "{%- if enable_thinking is false %}" + off +
+                                   "{%- endif %}");
+  auto text = model_writes_it.Render({{"user", "x", std::nullopt}}, {});
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text, "<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n");
 }
 
 TEST(ChatTemplateTest, OptInTemplateDefaultsToNoThinking) {
