@@ -220,12 +220,11 @@ void HttpApiServer::Handle(const httplib::Request& request,
   // The encodings cpp-httplib decodes (Debian builds it with zlib and
   // brotli); anything else is refused before the body is read.
   const std::string encoding = request.get_header_value("Content-Encoding");
-  const bool known_encoding =
-      encoding.empty() || absl::EqualsIgnoreCase(encoding, "identity") ||
-      absl::EqualsIgnoreCase(encoding, "gzip") ||
-      absl::EqualsIgnoreCase(encoding, "deflate") ||
-      absl::EqualsIgnoreCase(encoding, "br");
-  if (!known_encoding) {
+  const bool encoded =
+      !encoding.empty() && !absl::EqualsIgnoreCase(encoding, "identity");
+  if (encoded && !absl::EqualsIgnoreCase(encoding, "gzip") &&
+      !absl::EqualsIgnoreCase(encoding, "deflate") &&
+      !absl::EqualsIgnoreCase(encoding, "br")) {
     ReplyErrorAndClose(
         request, response,
         HttpError(415, absl::StrCat("Content-Encoding: ", Utf8Excerpt(encoding, 32),
@@ -253,16 +252,14 @@ void HttpApiServer::Handle(const httplib::Request& request,
     return;
   }
   if (body.malformed) {
-    reply_error(HttpError(400,
-                          encoding.empty() || absl::EqualsIgnoreCase(encoding, "identity")
-                              ? std::string("the request body could not be read (a "
-                                            "bad chunked encoding, or the client "
-                                            "stalled)")
-                              : absl::StrCat("the request body could not be read "
-                                             "(not valid Content-Encoding: ",
-                                             encoding, ", a bad chunked encoding, "
-                                             "or the client stalled)")),
-                *id);
+    reply_error(
+        HttpError(400, absl::StrCat(
+                           "the request body could not be read (",
+                           encoded ? absl::StrCat("not valid Content-Encoding: ",
+                                                  Utf8Excerpt(encoding, 32), ", ")
+                                   : std::string(),
+                           "a bad chunked encoding, or the client stalled)")),
+        *id);
     return;
   }
   const std::string& path = request.path;

@@ -30,6 +30,14 @@ struct BadRequest {
 
 v1::GenerateRequest Base() { return GreedyRequest("ROMEO:\nBut soft", 8); }
 
+// An inline direction of the default model's hidden size (256), 0.1
+// everywhere but a NaN at `nan_at` (none when negative).
+void FillDirection(v1::Direction* d, int nan_at = -1) {
+  for (int i = 0; i < 256; ++i) {
+    d->mutable_inline_vector()->add_values(i == nan_at ? NAN : 0.1f);
+  }
+}
+
 // Whether `path` ("steering[0].direction.inline_vector.values[5]") names a
 // field of `message`: each part a field (or oneof) of the message before
 // it, indexed only where repeated.
@@ -187,44 +195,32 @@ std::vector<BadRequest> Catalog() {
        [](auto& r) {
          auto* st = r.add_steering();
          st->set_layer(8);
-         for (int i = 0; i < 256; ++i) {
-           st->mutable_direction()->mutable_inline_vector()->add_values(0.1f);
-         }
+         FillDirection(st->mutable_direction());
        },
        kInvalid, "steering[0].layer", ""},
       {"steering at an unknown stream point",
        [](auto& r) {
          auto* st = r.add_steering();
          st->set_point(static_cast<v1::StreamPoint>(7));
-         for (int i = 0; i < 256; ++i) {
-           st->mutable_direction()->mutable_inline_vector()->add_values(0.1f);
-         }
+         FillDirection(st->mutable_direction());
        },
        kInvalid, "steering[0].point", ""},
       {"steering over an unknown token scope",
        [](auto& r) {
          auto* st = r.add_steering();
          st->set_tokens(static_cast<v1::TokenScope>(9));
-         for (int i = 0; i < 256; ++i) {
-           st->mutable_direction()->mutable_inline_vector()->add_values(0.1f);
-         }
+         FillDirection(st->mutable_direction());
        },
        kInvalid, "steering[0].tokens", ""},
       {"steering vector with a NaN",
        [](auto& r) {
          auto* st = r.add_steering();
-         for (int i = 0; i < 256; ++i) {
-           st->mutable_direction()->mutable_inline_vector()->add_values(
-               i == 5 ? NAN : 0.1f);
-         }
+         FillDirection(st->mutable_direction(), /*nan_at=*/5);
        },
        kInvalid, "steering[0].direction.inline_vector.values[5]", ""},
       {"ablation with a NaN",
        [](auto& r) {
-         auto* d = r.add_ablate();
-         for (int i = 0; i < 256; ++i) {
-           d->mutable_inline_vector()->add_values(i == 0 ? NAN : 0.1f);
-         }
+         FillDirection(r.add_ablate(), /*nan_at=*/0);
        },
        kInvalid, "ablate[0].inline_vector.values[0]", ""},
       {"ablation without a direction",

@@ -197,8 +197,8 @@ TEST_F(HttpApiTest, ChatStreamedEqualsNonStreamed) {
     }
     EXPECT_FALSE(content.empty() && reasoning.empty());
     // The default model's template leaves <think> to the model, which never
-    // writes one: with thinking on too, the answer is content (before, all
-    // of it landed in reasoning_content).
+    // writes one: with thinking on too, the answer is content, not
+    // reasoning_content.
     EXPECT_FALSE(content.empty()) << whole.body;
     EXPECT_EQ(reasoning, "") << whole.body;
 

@@ -140,10 +140,10 @@ TEST(MetricsTest, ScrapedSeriesMoveAndParse) {
 }
 
 // No request a client can send moves the model-health series or fires
-// their alerts: a steering whose product overflows float32 is refused
-// (before, it filled the stream with Inf and counted 72 non-finite tokens),
-// and a request that skips layer 2 leaves layer 2's ratio series as they
-// were (before, 60 tokens of zero update), counted as intervened instead.
+// their alerts: a steering whose product overflows float32 (which would
+// fill the stream with Inf) is refused, and a request that skips layer 2
+// (60 tokens of zero update there) leaves layer 2's ratio series as they
+// were, its tokens counted as intervened instead.
 TEST(MetricsTest, InterventionsCannotMoveTheModelHealthSeries) {
   ServerConfig config = TestServerConfig();
   config.metrics_port = 0;

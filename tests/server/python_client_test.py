@@ -181,8 +181,8 @@ def main():
                             timeout=10)
         check(status.status == health_pb2.HealthCheckResponse.SERVING,
               f"health {status.status}")
-        # Server reflection describes the health service (before, gRPC's
-        # built-in one had no descriptor): the ServerReflectionRequest is
+        # Server reflection describes the health service (gRPC's built-in
+        # one has no descriptor): the ServerReflectionRequest is
         # written by hand (field 4, file_containing_symbol) and the answer
         # read field by field, so no reflection stubs are needed.
         for symbol, service in (("grpc.health.v1.Health", "Health"),

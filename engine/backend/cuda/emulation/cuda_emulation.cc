@@ -381,7 +381,7 @@ const void* WarpAllGather(const void* mine, size_t bytes) {
   const size_t threads = b.fibers.size();
   const int base = f.warp * kWarp;
   // The warp's slots packed at `bytes` apart, read in place: copying all 32
-  // into every lane was a quarter of an emulated engine step.
+  // into every lane costs a quarter of an emulated engine step.
   unsigned char* warp_slots =
       &b.gather[(static_cast<size_t>(e.half) * threads +
                  static_cast<size_t>(base)) * kWarpGatherBytes];
