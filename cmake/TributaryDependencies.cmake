@@ -36,10 +36,13 @@ message(STATUS "Tributary: CUDA backend ${TRIBUTARY_HAVE_CUDA}")
 find_package(Protobuf REQUIRED)
 find_package(gRPC CONFIG REQUIRED)
 find_package(prometheus-cpp CONFIG REQUIRED)
-# The OpenAI-compatible HTTP API (server/http_server.h): cpp-httplib with
-# TLS on OpenSSL. Debian builds it as a shared library; its pkg-config file
-# carries the CPPHTTPLIB_*_SUPPORT definitions that the library was built
-# with (they change its classes' layout, so they must match).
-pkg_check_modules(CPPHTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+# The OpenAI-compatible HTTP API (server/http_listener.h): an event-driven
+# listener on Boost.Asio with Boost.Beast's request parser (header-only,
+# Debian's libboost-dev), TLS on OpenSSL, request bodies decoded with zlib
+# and brotli.
+find_package(Boost 1.74 REQUIRED)
 find_package(OpenSSL REQUIRED)
+find_package(ZLIB REQUIRED)
+pkg_check_modules(BROTLIDEC REQUIRED IMPORTED_TARGET libbrotlidec)
+pkg_check_modules(BROTLIENC REQUIRED IMPORTED_TARGET libbrotlienc)  # tests
 find_program(TRIBUTARY_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)

@@ -10,8 +10,9 @@ packages=(
   # RPC and metrics (server/, client/, proto/)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev
-  # the OpenAI-compatible HTTP API: cpp-httplib, with TLS on OpenSSL
-  libcpp-httplib-dev libssl-dev
+  # the OpenAI-compatible HTTP API: Boost.Asio and Boost.Beast (headers),
+  # TLS on OpenSSL, request bodies decoded with zlib and brotli
+  libboost-dev libssl-dev zlib1g-dev libbrotli-dev
   # civetweb: prometheus-cpp's exposer runs on it (its CMake package looks
   # for it), so it stays although the HTTP API no longer uses it
   libcivetweb-dev

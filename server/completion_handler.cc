@@ -6,7 +6,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "server/client_watch.h"
 #include "server/http_reply.h"
@@ -33,11 +32,10 @@ std::string SseEvent(const std::string& data) {
 
 // One submitted generation, from Engine::Submit to its final event: the
 // request's record, the engine's sink and the answer being built. Shared by
-// the handler, a stream's content provider and its releaser, which all run
-// on the request's connection thread, one after the other. The engine's
-// sink points at `record_`, so an Exchange must outlive the final event:
-// Finish() waits for it, and the releaser calls Finish() even when the
-// content provider never ran to its end.
+// the handler, a stream's writer and its on_done, which all run on the
+// request's worker thread, one after the other. The engine's sink points at
+// `record_`, so an Exchange must outlive the final event: Finish() waits for
+// it, and on_done calls Finish() even when the writer never ran to its end.
 class Exchange {
  public:
   Exchange(ServiceContext& service, const char* method,
@@ -153,16 +151,16 @@ class Exchange {
   bool finished_ = false;
 };
 
-// A whole stream, in one call of the chunked content provider (cpp-httplib
-// has written the headers): whatever came from the engine since the last
-// write becomes one SSE event, written at once as one chunk. False when the
+// A whole stream, in one call of HttpResponse::stream (the listener has
+// written the headers): whatever came from the engine since the last write
+// becomes one SSE event, written at once as one chunk. False when the
 // client went away: the connection then closes without the last chunk.
 bool WriteStream(Exchange& exchange, OpenAiEndpoint endpoint,
-                 bool include_usage, httplib::DataSink& sink) {
+                 bool include_usage, HttpBodyWriter& sink) {
   absl::Time last_write = absl::Now();
   auto write = [&](const std::string& text) {
     if (exchange.client_gone()) return;
-    if (!sink.write(text.data(), text.size())) exchange.LoseClient();
+    if (!sink.Write(text)) exchange.LoseClient();
     last_write = absl::Now();
   };
   while (!exchange.done()) {
@@ -186,9 +184,7 @@ bool WriteStream(Exchange& exchange, OpenAiEndpoint endpoint,
     }
     write(SseEvent("[DONE]"));
   }
-  if (exchange.client_gone()) return false;
-  sink.done();  // the last chunk
-  return true;
+  return !exchange.client_gone();  // the listener writes the last chunk
 }
 
 }  // namespace
@@ -199,21 +195,15 @@ CompletionHandler::CompletionHandler(ServiceContext& service,
 
 void CompletionHandler::Serve(OpenAiEndpoint endpoint,
                               const std::string& request_id,
-                              const std::optional<std::string>& body,
-                              bool body_complete,
-                              const httplib::Request& http_request,
-                              httplib::Response* response) {
+                              const HttpRequest& http_request,
+                              HttpResponse* response) {
   const bool chat = endpoint == OpenAiEndpoint::kChatCompletions;
   auto exchange = std::make_shared<Exchange>(
       service_, chat ? "OpenAI.ChatCompletions" : "OpenAI.Completions",
       request_id);
   auto fail = [&](const OpenAiError& e, grpc::StatusCode code) {
     exchange->record().Finish(grpc::Status(code, e.message), nullptr);
-    if (body_complete) {
-      ReplyError(response, e, request_id);
-    } else {
-      ReplyErrorAndClose(http_request, response, e, request_id);
-    }
+    ReplyError(response, e, request_id);
   };
   if (service_.draining.load()) {
     fail(ToOpenAiError(absl::UnavailableError("the server is draining"),
@@ -221,18 +211,9 @@ void CompletionHandler::Serve(OpenAiEndpoint endpoint,
          grpc::StatusCode::UNAVAILABLE);
     return;
   }
-  if (!body) {
-    OpenAiError e;
-    e.http_status = 413;
-    e.message = absl::StrCat("the body is larger than ",
-                             service_.config->max_message_bytes,
-                             " bytes (--max-message-bytes)");
-    fail(e, grpc::StatusCode::RESOURCE_EXHAUSTED);
-    return;
-  }
   OpenAiRequest request;
-  if (std::optional<OpenAiError> e =
-          ParseOpenAiRequest(*body, endpoint, served_model_, &request)) {
+  if (std::optional<OpenAiError> e = ParseOpenAiRequest(
+          http_request.body, endpoint, served_model_, &request)) {
     fail(*e, e->http_status == 404 ? grpc::StatusCode::NOT_FOUND
                                    : grpc::StatusCode::INVALID_ARGUMENT);
     return;
@@ -267,7 +248,7 @@ void CompletionHandler::Serve(OpenAiEndpoint endpoint,
           exchange->Submit(service_.engine, *std::move(converted),
                            service_.config->slow_readers,
                            std::move(oo),
-                           ClientWatch::For(http_request));
+                           ClientWatch(http_request.socket_fd));
       !submitted.ok()) {
     fail(ToOpenAiError(submitted, endpoint),
          ToGrpcStatus(submitted).error_code());
@@ -275,8 +256,8 @@ void CompletionHandler::Serve(OpenAiEndpoint endpoint,
   }
 
   if (!request.stream) {
-    // Waiting here, not in a content provider, keeps the real status code:
-    // cpp-httplib writes the status line before a provider runs.
+    // Waiting here, not in a stream writer, keeps the real status code:
+    // the listener writes the status line before a writer runs.
     while (!exchange->done()) exchange->Pump(kWatchInterval);
     exchange->Finish();
     const OpenAiError error = exchange->Error(endpoint);
@@ -289,17 +270,14 @@ void CompletionHandler::Serve(OpenAiEndpoint endpoint,
     return;
   }
   response->status = 200;
-  response->set_header("Cache-Control", "no-cache");
-  response->set_header("X-Request-Id", request_id);
-  // Exactly "text/event-stream": the one text type cpp-httplib never
-  // compresses (gzip would hold chunks back until it has a block).
+  response->SetHeader("Cache-Control", "no-cache");
+  response->SetHeader("X-Request-Id", request_id);
+  response->content_type = "text/event-stream";
   const bool include_usage = request.include_usage;
-  response->set_chunked_content_provider(
-      "text/event-stream",
-      [exchange, endpoint, include_usage](size_t, httplib::DataSink& sink) {
-        return WriteStream(*exchange, endpoint, include_usage, sink);
-      },
-      [exchange](bool) { exchange->Finish(); });
+  response->stream = [exchange, endpoint, include_usage](HttpBodyWriter& sink) {
+    return WriteStream(*exchange, endpoint, include_usage, sink);
+  };
+  response->on_done = [exchange] { exchange->Finish(); };
 }
 
 }  // namespace tributary

@@ -78,7 +78,18 @@ const char* ServerUsage() {
   --health-port N             plaintext health-only port (50052; -1 = off)
   --metrics-port N            Prometheus /metrics port (9464; -1 = off)
   --http-port N               OpenAI-compatible HTTP API port (8000; -1 = off)
-  --http-threads N            HTTP connections served at once (64)
+  --http-threads N            HTTP completions answered at once (64)
+  --http-max-connections N    HTTP connections open at once; more get 503
+                              (1024)
+  --http-backlog N            HTTP listen backlog (1024)
+  --http-max-head-bytes N     HTTP request line and headers, bytes; more
+                              get 431 (32768)
+  --http-max-headers N        HTTP headers in one request; more get 431 (100)
+  --http-head-timeout S       seconds for a request's head, from its first
+                              byte; then 408 (10)
+  --http-body-timeout S       seconds for a request's body; then 408 (30)
+  --http-idle-timeout S       seconds an idle keep-alive connection stays
+                              open (30)
   --served-model-name NAME    the HTTP API's model name (default: the model
                               directory's name)
   --tls-cert FILE --tls-key FILE [--tls-client-ca FILE]
@@ -118,6 +129,15 @@ absl::Status ServerConfig::Validate() const {
   if (http_threads < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("--http-threads must be >= 1, got ", http_threads));
+  }
+  for (const auto& [flag, value] :
+       {std::pair<const char*, absl::Duration>{"http-head-timeout", http_head_timeout},
+        {"http-body-timeout", http_body_timeout},
+        {"http-idle-timeout", http_idle_timeout}}) {
+    if (value <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, " must be at least 1 second"));
+    }
   }
   if (host.empty()) return absl::InvalidArgumentError("--host is empty");
   if (tls_cert_file.empty() != tls_key_file.empty()) {
@@ -164,7 +184,10 @@ absl::StatusOr<ServerConfig> ParseServerFlags(int argc, const char* const* argv,
                       "stream-buffer-tokens", "stream-write-timeout",
                       "liveness-timeout", "drain-grace", "residual-window",
                       "steering-vectors", "engine-cpus", "http-port",
-                      "http-threads", "served-model-name"},
+                      "http-threads", "http-max-connections", "http-backlog",
+                      "http-max-head-bytes", "http-max-headers",
+                      "http-head-timeout", "http-body-timeout",
+                      "http-idle-timeout", "served-model-name"},
                      {"help", "no-residual-stats", "no-cuda-graphs",
                       "cuda-programmatic-launch", "cuda-tune-gemms",
                       "no-device-sampling"}));
@@ -221,6 +244,29 @@ absl::StatusOr<ServerConfig> ParseServerFlags(int argc, const char* const* argv,
   ASSIGN_OR_RETURN(long long http_threads,
                    args.GetInt("http-threads", c.http_threads, 1, 4096));
   c.http_threads = static_cast<int>(http_threads);
+  ASSIGN_OR_RETURN(long long http_connections,
+                   args.GetInt("http-max-connections", c.http_max_connections,
+                               1, 1 << 20));
+  c.http_max_connections = static_cast<int>(http_connections);
+  ASSIGN_OR_RETURN(long long http_backlog,
+                   args.GetInt("http-backlog", c.http_backlog, 1, 1 << 20));
+  c.http_backlog = static_cast<int>(http_backlog);
+  ASSIGN_OR_RETURN(c.http_max_head_bytes,
+                   args.GetInt("http-max-head-bytes", c.http_max_head_bytes,
+                               1024, 64 << 20));
+  ASSIGN_OR_RETURN(long long http_headers,
+                   args.GetInt("http-max-headers", c.http_max_headers, 1,
+                               1 << 20));
+  c.http_max_headers = static_cast<int>(http_headers);
+  ASSIGN_OR_RETURN(c.http_head_timeout,
+                   GetSeconds(args, "http-head-timeout", c.http_head_timeout,
+                              86400));
+  ASSIGN_OR_RETURN(c.http_body_timeout,
+                   GetSeconds(args, "http-body-timeout", c.http_body_timeout,
+                              86400));
+  ASSIGN_OR_RETURN(c.http_idle_timeout,
+                   GetSeconds(args, "http-idle-timeout", c.http_idle_timeout,
+                              86400));
   c.served_model_name = args.GetOr("served-model-name", "");
   c.tls_cert_file = args.GetOr("tls-cert", "");
   c.tls_key_file = args.GetOr("tls-key", "");

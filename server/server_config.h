@@ -53,7 +53,17 @@ struct ServerConfig {
   // The OpenAI-compatible HTTP API (server/http_server.h): the gRPC port's
   // TLS, mutual TLS and bearer token.
   int http_port = 8000;
-  int http_threads = 64;  // connections served at once (one thread each)
+  // Completions answered at once: each waits for the engine on one of
+  // these threads (more wait for a free one).
+  int http_threads = 64;
+  // The HTTP listener's limits (http_listener.h; README "HTTP limits").
+  int http_max_connections = 1024;  // more: 503 at once
+  int http_backlog = 1024;          // listen(2) queue
+  int64_t http_max_head_bytes = 32 << 10;  // request line + headers; 431
+  int http_max_headers = 100;              // more: 431
+  absl::Duration http_head_timeout = absl::Seconds(10);  // 408 after
+  absl::Duration http_body_timeout = absl::Seconds(30);  // 408 after
+  absl::Duration http_idle_timeout = absl::Seconds(30);  // keep-alive
   // The model name of the HTTP API (--served-model-name); empty = the model
   // directory's name.
   std::string served_model_name;

@@ -102,6 +102,14 @@ ServerMetrics::ServerMetrics(const ServerMetricsOptions& options)
                        .Name("tributary_request_errors_total")
                        .Help("Requests that ended with an error, by gRPC code")
                        .Register(r);
+  http_refused_ = &BuildCounter()
+                      .Name("tributary_http_refused_total")
+                      .Help("HTTP requests or connections the listener refused "
+                            "before routing, by HTTP status")
+                      .Register(r);
+  for (const char* status : {"400", "408", "413", "415", "431", "503"}) {
+    http_refused_->Add({{"status", status}});  // present from zero
+  }
   prompt_tokens_ = &BuildCounter()
                         .Name("tributary_prompt_tokens_total")
                         .Help("Prompt tokens of finished requests")
@@ -178,6 +186,10 @@ void ServerMetrics::RecordFinished(const grpc::Status& status,
     errors_total_->Add({{"code", GrpcCodeName(status.error_code())}})
         .Increment();
   }
+}
+
+void ServerMetrics::RecordHttpRefusal(int http_status) {
+  http_refused_->Add({{"status", std::to_string(http_status)}}).Increment();
 }
 
 }  // namespace tributary

@@ -6,7 +6,7 @@
 //                build_info{version,backend,model} = 1
 //   counters     requests_total{finish_reason}, request_errors_total{code},
 //                prompt_tokens_total, generation_tokens_total,
-//                preemptions_total
+//                preemptions_total, http_refused_total{status}
 //   histograms   time_to_first_token_seconds, inter_token_latency_seconds,
 //                e2e_request_latency_seconds, request_queue_time_seconds,
 //                step_duration_seconds, batch_size
@@ -59,6 +59,9 @@ class ServerMetrics {
   void RecordFinished(const grpc::Status& status, const TokenEvent* final_event,
                       const char* finish_reason);
   void RecordInterToken(double seconds) { inter_token_->Observe(seconds); }
+  // An HTTP request the listener refused before the router saw it (a
+  // head too large, a deadline, the connection cap): its HTTP status.
+  void RecordHttpRefusal(int http_status);
 
   // Everything to register with an exposer (or to serialise in tests).
   std::vector<std::weak_ptr<prometheus::Collectable>> collectables() const;
@@ -74,6 +77,7 @@ class ServerMetrics {
   prometheus::Counter* prompt_tokens_ = nullptr;
   prometheus::Counter* generation_tokens_ = nullptr;
   prometheus::Counter* preemptions_ = nullptr;
+  prometheus::Family<prometheus::Counter>* http_refused_ = nullptr;
   prometheus::Histogram* ttft_ = nullptr;
   prometheus::Histogram* inter_token_ = nullptr;
   prometheus::Histogram* e2e_ = nullptr;

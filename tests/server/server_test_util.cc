@@ -133,8 +133,6 @@ grpc::Status ReadStream(v1::Tributary::Stub& stub,
   return reader->Finish();
 }
 
-namespace {
-
 int ConnectLoopback(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return -1;
@@ -148,6 +146,8 @@ int ConnectLoopback(int port) {
   }
   return fd;
 }
+
+namespace {
 
 // An HTTP/2 frame (RFC 9113 §4.1).
 std::string Frame(uint8_t type, uint8_t flags, uint32_t stream,
@@ -256,9 +256,6 @@ absl::StatusOr<int> HttpSend(int port, const std::string& method,
   return fd;
 }
 
-namespace {
-
-// The status, lower-cased headers and (de-chunked) body of a raw response.
 absl::StatusOr<HttpResponse> ParseHttpResponse(const std::string& raw) {
   const size_t end = raw.find("\r\n\r\n");
   if (raw.rfind("HTTP/1.1 ", 0) != 0 || end == std::string::npos) {
@@ -285,6 +282,8 @@ absl::StatusOr<HttpResponse> ParseHttpResponse(const std::string& raw) {
   }
   return r;
 }
+
+namespace {
 
 std::string RequestText(const std::string& method, const std::string& path,
                         const std::string& body,

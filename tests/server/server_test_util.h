@@ -72,6 +72,10 @@ struct HttpResponse {
 };
 // Sends `method path` with `body` (and "extra" header lines, each ending in
 // \r\n) and returns the socket, to read the response from.
+// A blocking TCP connection to 127.0.0.1:port; -1 when it fails.
+int ConnectLoopback(int port);
+// The status, lower-cased headers and (de-chunked) body of a raw response.
+absl::StatusOr<HttpResponse> ParseHttpResponse(const std::string& raw);
 absl::StatusOr<int> HttpSend(int port, const std::string& method,
                              const std::string& path, const std::string& body,
                              const std::string& extra_headers = "");
