@@ -13,6 +13,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -346,6 +349,33 @@ TEST_F(HttpFrontDoorTest, CompressedBodiesAreDecodedWithinTheLimit) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->status, 413) << r->body;
   EXPECT_TRUE(absl::StrContains(r->body, "decoded body")) << r->body;
+}
+
+// The HTTP fuzzer's seed corpus (tests/fuzz/corpus/http_request), each
+// file the bytes of one connection then a half-close: an HTTP/1.1 answer
+// or a close, and the server serves on.
+TEST_F(HttpFrontDoorTest, FuzzCorpusGetsAnswersOrCloses) {
+  ServerConfig config = PatientConfig();
+  config.http_head_timeout = absl::Seconds(2);
+  config.http_body_timeout = absl::Seconds(2);
+  StartServer(config);
+  const std::filesystem::path dir =
+      std::filesystem::path(TRIBUTARY_SOURCE_DIR) / "tests/fuzz/corpus/http_request";
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    SCOPED_TRACE(entry.path().string());
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)),
+                            std::istreambuf_iterator<char>());
+    const int fd = Connect();
+    SendAll(fd, bytes);
+    ::shutdown(fd, SHUT_WR);
+    const std::string answer = ReadUntilClosed(fd);
+    EXPECT_TRUE(answer.empty() || absl::StartsWith(answer, "HTTP/1.1 ")) << answer;
+    ++files;
+  }
+  EXPECT_GE(files, 8);
+  ExpectHealthAndCompletion();
 }
 
 }  // namespace
