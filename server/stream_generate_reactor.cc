@@ -3,6 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/logging.h"
+#include "server/message_bytes.h"
 #include "server/slow_reader_policy.h"
 #include "server/status_conversion.h"
 
@@ -65,24 +67,20 @@ class StreamGenerateReactor::Sink : public TokenSink {
 };
 
 StreamGenerateReactor::StreamGenerateReactor(ServiceContext& service,
-                                             grpc::CallbackServerContext* call,
-                                             const v1::GenerateRequest* request)
-    : service_(service),
-      call_(call),
-      options_(request->response()),
-      record_(service, "GenerateStream") {}
+                                             grpc::CallbackServerContext* call)
+    : service_(service), call_(call), record_(service, "GenerateStream") {}
 
 StreamGenerateReactor* StreamGenerateReactor::Start(
     ServiceContext& service, grpc::CallbackServerContext* call,
-    const v1::GenerateRequest* request) {
+    const grpc::ByteBuffer* request) {
   std::shared_ptr<StreamGenerateReactor> r(
-      new StreamGenerateReactor(service, call, request));
+      new StreamGenerateReactor(service, call));
   r->self_ = r;
   if (grpc::Status s = r->Submit(request); !s.ok()) r->FinishEarly(s);
   return r.get();
 }
 
-grpc::Status StreamGenerateReactor::Submit(const v1::GenerateRequest* request) {
+grpc::Status StreamGenerateReactor::Submit(const grpc::ByteBuffer* request) {
   absl::StatusOr<std::string> id = service_.RequestId(call_);
   if (!id.ok()) return ToGrpcStatus(id.status());
   record_.set_request_id(*id);
@@ -90,8 +88,12 @@ grpc::Status StreamGenerateReactor::Submit(const v1::GenerateRequest* request) {
   if (service_.draining.load()) {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is draining");
   }
+  v1::GenerateRequest parsed;
+  if (grpc::Status s = ParseRequest(*request, &parsed); !s.ok()) return s;
+  // Read by the sink, which exists only from the engine's Submit on.
+  options_ = parsed.response();
   absl::StatusOr<GenerateRequest> converted =
-      service_.converter->ToEngine(*request);
+      service_.converter->ToEngine(parsed);
   if (!converted.ok()) return ToGrpcStatus(converted.status());
   absl::StatusOr<uint64_t> engine_id = service_.engine->Submit(
       *std::move(converted), std::make_shared<Sink>(self_));
@@ -157,7 +159,16 @@ void StreamGenerateReactor::Post(
 
 void StreamGenerateReactor::Perform(Action action, const grpc::Status& status) {
   if (action == Action::kWrite) {
-    StartWrite(&in_flight_);
+    // in_flight_ is not touched by Decide until OnWriteDone.
+    if (grpc::Status s = SerializeResponse(in_flight_, &in_flight_bytes_);
+        !s.ok()) {
+      // Only past 2 GiB, which max_message_bytes forbids: end the stream
+      // as a write gRPC refused as too large would.
+      LogError("GenerateStream: ", s.error_message());
+      OnWriteDone(false);
+      return;
+    }
+    StartWrite(&in_flight_bytes_);
   } else if (action == Action::kFinish) {
     Finish(status);
   }

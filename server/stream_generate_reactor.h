@@ -29,14 +29,17 @@
 
 namespace tributary {
 
+// The messages are v1::GenerateResponse, serialized here (the method is
+// registered raw: tributary_service.h).
 class StreamGenerateReactor final
-    : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+    : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   // Creates the reactor (owned by shared pointers: its own until OnDone,
-  // the engine's sink, queued pump tasks), validates and submits.
+  // the engine's sink, queued pump tasks), parses, validates and submits
+  // `request`, a v1::GenerateRequest's bytes (read before this returns).
   static StreamGenerateReactor* Start(ServiceContext& service,
                                       grpc::CallbackServerContext* call,
-                                      const v1::GenerateRequest* request);
+                                      const grpc::ByteBuffer* request);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -44,8 +47,7 @@ class StreamGenerateReactor final
 
  private:
   StreamGenerateReactor(ServiceContext& service,
-                        grpc::CallbackServerContext* call,
-                        const v1::GenerateRequest* request);
+                        grpc::CallbackServerContext* call);
   class Sink;
   struct Shared;
   enum class Action { kNone, kWrite, kFinish };
@@ -57,8 +59,9 @@ class StreamGenerateReactor final
   void Post(const std::shared_ptr<StreamGenerateReactor>& self, Action action,
             const grpc::Status& status);
   void Pump();  // Decide under mu_, then Perform
-  // Validates and submits to the engine; an error is for FinishEarly.
-  grpc::Status Submit(const v1::GenerateRequest* request);
+  // Parses, validates and submits to the engine; an error is for
+  // FinishEarly.
+  grpc::Status Submit(const grpc::ByteBuffer* request);
   // Finishes without the engine (validation errors, before any write).
   void FinishEarly(const grpc::Status& status);
 
@@ -74,7 +77,8 @@ class StreamGenerateReactor final
   v1::GenerateResponse pending_;   // merged events not yet written
   bool has_pending_ = false;
   int64_t pending_tokens_ = 0;
-  v1::GenerateResponse in_flight_;  // owned by gRPC until OnWriteDone
+  v1::GenerateResponse in_flight_;    // the message being written
+  grpc::ByteBuffer in_flight_bytes_;  // its bytes, gRPC's until OnWriteDone
   bool write_in_flight_ = false;
   absl::Time write_started_;
   // The call's status, set when the engine's final event arrived (or at

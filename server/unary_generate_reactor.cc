@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "server/message_bytes.h"
 #include "server/status_conversion.h"
 
 namespace tributary {
@@ -14,7 +15,7 @@ class UnaryGenerateReactor::Sink : public TokenSink {
   void OnEvent(const TokenEvent& event) override {
     UnaryGenerateReactor* r = reactor_;
     r->record_.OnEvent(event);
-    r->service_.converter->AppendEvent(event, r->options_, r->response_);
+    r->service_.converter->AppendEvent(event, r->options_, &r->response_);
     if (event.is_final) {
       reactor_ = nullptr;
       // The finish (gRPC work), the log line and the metrics run on the
@@ -33,12 +34,11 @@ class UnaryGenerateReactor::Sink : public TokenSink {
 
 UnaryGenerateReactor::UnaryGenerateReactor(ServiceContext& service,
                                            grpc::CallbackServerContext* call,
-                                           const v1::GenerateRequest* request,
-                                           v1::GenerateResponse* response)
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response)
     : service_(service),
       call_(call),
-      options_(request->response()),
-      response_(response),
+      response_bytes_(response),
       record_(service, "Generate") {
   absl::StatusOr<std::string> id = service.RequestId(call);
   if (!id.ok()) {
@@ -56,8 +56,14 @@ UnaryGenerateReactor::UnaryGenerateReactor(ServiceContext& service,
                nullptr);
     return;
   }
+  v1::GenerateRequest parsed;
+  if (grpc::Status s = ParseRequest(*request, &parsed); !s.ok()) {
+    FinishWith(s, nullptr);
+    return;
+  }
+  options_ = parsed.response();
   absl::StatusOr<GenerateRequest> converted =
-      service.converter->ToEngine(*request);
+      service.converter->ToEngine(parsed);
   if (!converted.ok()) {
     FinishWith(ToGrpcStatus(converted.status()), nullptr);
     return;
@@ -82,9 +88,10 @@ void UnaryGenerateReactor::OnCancel() {
   if (id != 0) service_.engine->Cancel(id);
 }
 
-void UnaryGenerateReactor::FinishWith(const grpc::Status& status,
+void UnaryGenerateReactor::FinishWith(grpc::Status status,
                                       const TokenEvent* final_event) {
-  if (!status.ok()) response_->Clear();
+  // gRPC sends the response only with an OK status.
+  if (status.ok()) status = SerializeResponse(response_, response_bytes_);
   record_.Finish(status, final_event);
   Finish(status);
 }

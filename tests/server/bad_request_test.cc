@@ -1,12 +1,17 @@
 // The catalog of bad requests (design.md §6): each gets the documented
 // status code and a message naming the field, through both Generate and
 // GenerateStream, and afterwards the server still serves and holds no
-// sequence, block or slot.
+// sequence, block or slot. Bytes that are no request at all (not protobuf,
+// cut short, a string that is not UTF-8) are INVALID_ARGUMENT too, logged
+// and counted as the other errors are.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -17,6 +22,8 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing_util::GreedyRequest;
+using testing_util::RawCall;
+using testing_util::RawReply;
 using testing_util::TestServer;
 using testing_util::TestServerConfig;
 
@@ -298,6 +305,88 @@ TEST(BadRequestTest, CatalogGetsDocumentedCodesAndFieldNames) {
     const grpc::Status s = t->stub->GetResidualStats(&ctx, request, &r);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_THAT(s.error_message(), HasSubstr("window_seconds"));
+  }
+  // Still serving, nothing held.
+  grpc::ClientContext ctx;
+  v1::GenerateResponse response;
+  EXPECT_TRUE(t->stub->Generate(&ctx, Base(), &response).ok());
+  EXPECT_EQ(response.token_ids_size(), 8);
+  EXPECT_TRUE(t->WaitIdle());
+}
+
+// Request bytes that do not parse as the method's request message.
+struct Undecodable {
+  std::string name;
+  std::string bytes;
+};
+
+std::vector<Undecodable> UndecodableRequests() {
+  std::string truncated = Base().SerializeAsString();
+  truncated.pop_back();
+  return {
+      // text = "RO\xffME\xc3" (not UTF-8, which a proto3 string must be),
+      // stopping { max_new_tokens: 4 }.
+      {"a string that is not UTF-8",
+       std::string("\x0a\x06RO\xff" "ME\xc3\x2a\x02\x08\x04", 12)},
+      {"a request cut short", truncated},
+      {"not protobuf", std::string("\xff\xff\xff\xff", 4)},
+  };
+}
+
+// The "request_finished" log lines of `method` with status `code` in `log`.
+int CountFinishedLines(const std::string& log, const std::string& method,
+                       const std::string& code) {
+  int n = 0;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    if (absl::StrContains(line, "\"event\":\"request_finished\"") &&
+        absl::StrContains(line, "\"method\":\"" + method + "\"") &&
+        absl::StrContains(line, "\"status\":\"" + code + "\"")) {
+      ++n;
+    }
+  }
+  return n;
+}
+
+TEST(BadRequestTest, UndecodableGenerateRequestsAreInvalidArgument) {
+  ServerConfig config = TestServerConfig();
+  config.metrics_port = 0;
+  auto t = TestServer::Start(config);
+  ASSERT_NE(t, nullptr);
+  const std::string errors =
+      "tributary_request_errors_total{code=\"INVALID_ARGUMENT\"}";
+  for (const Undecodable& bad : UndecodableRequests()) {
+    for (const char* method : {"Generate", "GenerateStream"}) {
+      SCOPED_TRACE(bad.name + " through " + method);
+      const int64_t before = std::max<int64_t>(0, t->Sample(errors));
+      ::testing::internal::CaptureStderr();
+      const RawReply reply = RawCall(
+          t->channel, absl::StrCat("/tributary.v1.Tributary/", method),
+          bad.bytes);
+      const std::string log = ::testing::internal::GetCapturedStderr();
+      EXPECT_EQ(reply.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+          << reply.status.error_message();
+      EXPECT_THAT(reply.status.error_message(),
+                  HasSubstr("not a valid tributary.v1.GenerateRequest"));
+      EXPECT_TRUE(reply.messages.empty());
+      EXPECT_EQ(CountFinishedLines(log, method, "INVALID_ARGUMENT"), 1) << log;
+      EXPECT_EQ(t->Sample(errors), before + 1);
+    }
+  }
+  // The other methods answer the same status for their own request types.
+  const std::vector<std::pair<std::string, std::string>> others = {
+      {"Tokenize", "tributary.v1.TokenizeRequest"},
+      {"GetModelInfo", "tributary.v1.GetModelInfoRequest"},
+      {"GetResidualStats", "tributary.v1.GetResidualStatsRequest"},
+  };
+  for (const auto& [method, type] : others) {
+    SCOPED_TRACE(method);
+    const RawReply reply =
+        RawCall(t->channel, "/tributary.v1.Tributary/" + method,
+                std::string("\xff\xff\xff\xff", 4));
+    EXPECT_EQ(reply.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << reply.status.error_message();
+    EXPECT_THAT(reply.status.error_message(),
+                HasSubstr("not a valid " + type));
   }
   // Still serving, nothing held.
   grpc::ClientContext ctx;

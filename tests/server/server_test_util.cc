@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 
 namespace tributary {
@@ -61,11 +62,15 @@ std::unique_ptr<TestServer> TestServer::Start(ServerConfig config) {
 }
 
 int64_t TestServer::FinishedRequests(const std::string& finish_reason) {
+  return Sample(absl::StrCat("tributary_requests_total{finish_reason=\"",
+                             finish_reason, "\"}"));
+}
+
+int64_t TestServer::Sample(const std::string& sample) {
   absl::StatusOr<std::string> metrics =
       HttpGet(server->metrics_port(), "/metrics");
   if (!metrics.ok()) return -1;
-  const std::string series = absl::StrCat(
-      "tributary_requests_total{finish_reason=\"", finish_reason, "\"} ");
+  const std::string series = absl::StrCat("\n", sample, " ");
   const size_t at = metrics->find(series);
   if (at == std::string::npos) return -1;
   int64_t value = -1;
@@ -131,6 +136,61 @@ grpc::Status ReadStream(v1::Tributary::Stub& stub,
   }
   if (num_messages != nullptr) *num_messages = n;
   return reader->Finish();
+}
+
+RawReply RawCall(const std::shared_ptr<grpc::Channel>& channel,
+                 const std::string& method, const std::string& request,
+                 const std::vector<std::pair<std::string, std::string>>&
+                     metadata) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(60));
+  for (const auto& [key, value] : metadata) context.AddMetadata(key, value);
+  grpc::CompletionQueue cq;
+  // One operation in flight at a time: each completes before the next.
+  auto await = [&cq](intptr_t tag) {
+    void* got = nullptr;
+    bool ok = false;
+    EXPECT_TRUE(cq.Next(&got, &ok));
+    EXPECT_EQ(reinterpret_cast<intptr_t>(got), tag);
+    return ok;
+  };
+  auto tag = [](intptr_t t) { return reinterpret_cast<void*>(t); };
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call =
+      stub.PrepareCall(&context, method, &cq);
+  RawReply reply;
+  call->StartCall(tag(1));
+  if (await(1)) {
+    grpc::Slice slice(request);
+    grpc::ByteBuffer buffer(&slice, 1);
+    // A write or the half-close fails when the server has finished already;
+    // the status says why.
+    call->Write(buffer, tag(2));
+    await(2);
+    call->WritesDone(tag(3));
+    await(3);
+    for (;;) {
+      grpc::ByteBuffer response;
+      call->Read(&response, tag(4));
+      if (!await(4)) break;
+      std::vector<grpc::Slice> slices;
+      EXPECT_TRUE(response.Dump(&slices).ok());
+      std::string bytes;
+      for (const grpc::Slice& s : slices) {
+        bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+      }
+      reply.messages.push_back(std::move(bytes));
+    }
+  }
+  call->Finish(&reply.status, tag(5));
+  await(5);
+  cq.Shutdown();
+  void* ignored_tag;
+  bool ignored_ok;
+  while (cq.Next(&ignored_tag, &ignored_ok)) {
+  }
+  return reply;
 }
 
 int ConnectLoopback(int port) {

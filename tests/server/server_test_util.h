@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -39,6 +40,9 @@ struct TestServer {
   // tributary_requests_total for one finish reason, from a /metrics scrape
   // (-1 when the scrape fails or the series is absent).
   int64_t FinishedRequests(const std::string& finish_reason);
+  // One sample ("name{label=\"value\"}") from a /metrics scrape (-1 when
+  // the scrape fails or the sample is absent).
+  int64_t Sample(const std::string& sample);
   // Waits until the engine runs exactly `n` sequences; false on timeout.
   bool WaitRunning(int64_t n, absl::Duration timeout = testing_util::kHangGuard);
 };
@@ -52,6 +56,19 @@ v1::GenerateRequest GreedyRequest(const std::string& text,
 grpc::Status ReadStream(v1::Tributary::Stub& stub,
                         const v1::GenerateRequest& request,
                         v1::GenerateResponse* merged, int* num_messages);
+
+// One call of `method` ("/package.Service/Method") through a generic stub,
+// whatever the method's kind: `request` is sent as the only message, as is
+// (bytes the server's parser may refuse), then the client half-closes and
+// reads every response message until the status.
+struct RawReply {
+  grpc::Status status;
+  std::vector<std::string> messages;  // each response message's bytes
+};
+RawReply RawCall(const std::shared_ptr<grpc::Channel>& channel,
+                 const std::string& method, const std::string& request,
+                 const std::vector<std::pair<std::string, std::string>>&
+                     metadata = {});
 
 // A client that starts GenerateStream and never reads: a minimal HTTP/2
 // client on a raw socket that announces a stream window of 0 bytes, so the
