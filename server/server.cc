@@ -8,7 +8,6 @@
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "engine/model/stop_tokens.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "prometheus/exposer.h"
 
@@ -233,10 +232,16 @@ absl::Status Server::StartApiServer() {
   } else {
     creds = grpc::InsecureServerCredentials();
   }
-  // A process-wide switch read by every ServerBuilder. The health service
-  // is our own (health_service.h), which reflection can describe.
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // Health and reflection are our own services (health_service.h,
+  // reflection_service.h): reflection can describe health, and requires
+  // the bearer token, which health does not.
   api_health_ = std::make_unique<HealthService>();
+  api_reflection_ = std::make_unique<ReflectionService>(
+      service_context_,
+      std::vector<std::string>{
+          v1::Tributary::service_full_name(),
+          grpc::health::v1::Health::service_full_name(),
+          grpc::reflection::v1alpha::ServerReflection::service_full_name()});
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(config_.host, ":", config_.api_port);
   builder.AddListeningPort(address, creds, &api_port_);
@@ -246,6 +251,7 @@ absl::Status Server::StartApiServer() {
                              config_.max_concurrent_streams);
   builder.RegisterService(service_.get());
   builder.RegisterService(api_health_.get());
+  builder.RegisterService(api_reflection_.get());
   api_server_ = builder.BuildAndStart();
   if (api_server_ == nullptr || api_port_ <= 0) {
     return absl::UnavailableError(
@@ -269,6 +275,14 @@ absl::Status Server::StartHealthServer() {
                            &health_port_);
   port_health_ = std::make_unique<HealthService>();
   builder.RegisterService(port_health_.get());
+  // Reflection here too, as on the API port and with the same token: it
+  // describes the API (any symbol), it does not serve it.
+  port_reflection_ = std::make_unique<ReflectionService>(
+      service_context_,
+      std::vector<std::string>{
+          grpc::health::v1::Health::service_full_name(),
+          grpc::reflection::v1alpha::ServerReflection::service_full_name()});
+  builder.RegisterService(port_reflection_.get());
   health_server_ = builder.BuildAndStart();
   if (health_server_ == nullptr || health_port_ <= 0) {
     return absl::UnavailableError(

@@ -24,6 +24,7 @@
 #include "server/health_monitor.h"
 #include "server/health_service.h"
 #include "server/http_server.h"
+#include "server/reflection_service.h"
 #include "server/request_converter.h"
 #include "server/server_config.h"
 #include "server/server_metrics.h"
@@ -91,6 +92,8 @@ class Server {
   // servers, which must not outlive them.
   std::unique_ptr<HealthService> api_health_;
   std::unique_ptr<HealthService> port_health_;
+  std::unique_ptr<ReflectionService> api_reflection_;
+  std::unique_ptr<ReflectionService> port_reflection_;
   std::unique_ptr<grpc::Server> api_server_;
   std::unique_ptr<grpc::Server> health_server_;
   std::unique_ptr<prometheus::Exposer> exposer_;

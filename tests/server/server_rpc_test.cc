@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -395,6 +396,52 @@ TEST(ServerRpcTest, BearerTokenGuardsTheApiButNotHealth) {
   grpc::health::v1::HealthCheckResponse response;
   EXPECT_TRUE(t->health->Check(&ctx, {}, &response).ok());
   EXPECT_TRUE(t->WaitIdle());
+}
+
+// Server reflection describes the API, so it needs the token as the API
+// does, on both ports; health stays open for probes.
+TEST(ServerRpcTest, BearerTokenGuardsReflectionButNotHealth) {
+  ServerConfig config = TestServerConfig();
+  config.auth_token = "s3cret-token";
+  auto t = TestServer::Start(config);
+  ASSERT_NE(t, nullptr);
+  const std::string reflection =
+      "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo";
+  // ServerReflectionRequest { list_services: "" } (field 7).
+  const std::string list_services("\x3a\x00", 2);
+  for (const auto& channel : {t->channel, t->health_channel}) {
+    SCOPED_TRACE(channel == t->channel ? "API port" : "health port");
+    for (const char* value : {"", "Bearer wrong"}) {
+      SCOPED_TRACE(value);
+      std::vector<std::pair<std::string, std::string>> metadata;
+      if (*value != '\0') metadata.emplace_back("authorization", value);
+      const testing_util::RawReply reply =
+          testing_util::RawCall(channel, reflection, list_services, metadata);
+      EXPECT_EQ(reply.status.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+          << reply.status.error_message();
+      EXPECT_THAT(reply.status.error_message(), HasSubstr("authorization"));
+      EXPECT_TRUE(reply.messages.empty());
+    }
+    const testing_util::RawReply reply = testing_util::RawCall(
+        channel, reflection, list_services,
+        {{"authorization", "Bearer s3cret-token"}});
+    EXPECT_TRUE(reply.status.ok()) << reply.status.error_message();
+    ASSERT_EQ(reply.messages.size(), 1u);
+    EXPECT_THAT(reply.messages[0], HasSubstr("grpc.health.v1.Health"));
+    // Each port lists what it serves.
+    EXPECT_EQ(absl::StrContains(reply.messages[0], "tributary.v1.Tributary"),
+              channel == t->channel);
+  }
+  // Health, on both ports, without the token.
+  for (const auto& channel : {t->channel, t->health_channel}) {
+    grpc::ClientContext ctx;
+    grpc::health::v1::HealthCheckResponse response;
+    EXPECT_TRUE(grpc::health::v1::Health::NewStub(channel)
+                    ->Check(&ctx, {}, &response)
+                    .ok());
+    EXPECT_EQ(response.status(),
+              grpc::health::v1::HealthCheckResponse::SERVING);
+  }
 }
 
 TEST(ServerRpcTest, InterventionsOverTheApi) {
