@@ -117,7 +117,7 @@ TEST_F(HttpApiTest, RetrievesTheModelAndAnswersHead) {
   EXPECT_EQ(r->status, 405);
 }
 
-// A body's Content-Encoding: one cpp-httplib cannot decode is 415 naming
+// A body's Content-Encoding: one the listener cannot decode is 415 naming
 // it (the body unread, the connection closed); a corrupt body in one it can
 // decode is 400 naming it.
 TEST_F(HttpApiTest, ContentEncodingsAreNamed) {
