@@ -5,7 +5,10 @@
 #include <limits>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/mapped_file.h"
 #include "base/status_macros.h"
 #include "engine/model/json_field_reader.h"
@@ -175,7 +178,98 @@ absl::Status ReadDecoderFields(const JsonFieldReader& d, ModelConfig* c) {
   return ReadLayerTypes(d, c);
 }
 
+// quantization_config (top level, as transformers writes it). Errors name
+// config.json and the field; unsupported values are UNIMPLEMENTED.
+absl::StatusOr<std::optional<QuantizationConfig>> ReadQuantization(
+    const JsonFieldReader& top) {
+  ASSIGN_OR_RETURN(const Json* object, top.OptionalObject("quantization_config"));
+  if (object == nullptr) return std::optional<QuantizationConfig>();
+  JsonFieldReader q(*object, top.source(), "quantization_config.");
+  auto unsupported = [&](absl::string_view key, absl::string_view value,
+                         absl::string_view supported) {
+    return absl::UnimplementedError(absl::StrCat(
+        q.source(), ": ", q.FieldName(key), " = ", value,
+        " is not supported (", supported, ")"));
+  };
+  QuantizationConfig config;
+  ASSIGN_OR_RETURN(std::optional<std::string> method,
+                   q.OptionalString("quant_method"));
+  if (!method.has_value()) return q.Error("quant_method", "is missing");
+  if (*method != "fp8") {
+    return unsupported("quant_method", absl::StrCat("\"", *method, "\""),
+                       "only \"fp8\": Qwen's FP8 block checkpoints");
+  }
+  ASSIGN_OR_RETURN(std::optional<std::string> fmt, q.OptionalString("fmt"));
+  if (fmt.has_value()) {
+    if (*fmt != "e4m3") {
+      return unsupported("fmt", absl::StrCat("\"", *fmt, "\""),
+                         "only \"e4m3\"");
+    }
+    config.fmt = *fmt;
+  }
+  ASSIGN_OR_RETURN(std::optional<std::string> scheme,
+                   q.OptionalString("activation_scheme"));
+  if (scheme.has_value()) {
+    // Block FP8 quantizes activations per token-block at run time; vLLM's
+    // Fp8LinearMethod refuses "static" with weight_block_size too.
+    if (*scheme != "dynamic") {
+      return unsupported("activation_scheme",
+                         absl::StrCat("\"", *scheme, "\""),
+                         "only \"dynamic\" with weight_block_size");
+    }
+    config.activation_scheme = *scheme;
+  }
+  ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> block,
+                   q.OptionalIntList("weight_block_size"));
+  if (!block.has_value()) {
+    return absl::UnimplementedError(absl::StrCat(
+        q.source(), ": ", q.FieldName("weight_block_size"),
+        " is missing: per-tensor FP8 (weight_scale) is not supported, only "
+        "block FP8 with weight_block_size [128, 128]"));
+  }
+  if (block->size() != 2 || (*block)[0] != 128 || (*block)[1] != 128) {
+    return unsupported("weight_block_size",
+                       absl::StrCat("[", absl::StrJoin(*block, ", "), "]"),
+                       "only [128, 128]");
+  }
+  config.block_rows = (*block)[0];
+  config.block_cols = (*block)[1];
+  for (absl::string_view key : {"modules_to_not_convert", "ignored_layers"}) {
+    ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> names,
+                     q.OptionalStringList(key));
+    if (!names.has_value()) continue;
+    for (size_t i = 0; i < names->size(); ++i) {
+      if ((*names)[i].empty()) {
+        return q.Error(key, absl::StrCat("has an empty entry at [", i, "]"));
+      }
+      config.modules_to_not_convert.push_back((*names)[i]);
+    }
+  }
+  return std::optional<QuantizationConfig>(std::move(config));
+}
+
 }  // namespace
+
+bool QuantizationConfig::IsNotConverted(absl::string_view tensor_name) const {
+  std::string starred;
+  for (size_t i = 0; i < tensor_name.size();) {
+    if (absl::ascii_isdigit(tensor_name[i])) {
+      starred.push_back('*');
+      while (i < tensor_name.size() && absl::ascii_isdigit(tensor_name[i])) ++i;
+    } else {
+      starred.push_back(tensor_name[i++]);
+    }
+  }
+  auto listed = [&](absl::string_view entry) {
+    return absl::StrContains(tensor_name, entry) ||
+           absl::StrContains(starred, entry);
+  };
+  if (listed("lm_head")) return true;
+  for (const std::string& entry : modules_to_not_convert) {
+    if (listed(entry)) return true;
+  }
+  return false;
+}
 
 absl::string_view LayerKindName(LayerKind kind) {
   return kind == LayerKind::kFullAttention ? kFullAttention : kLinearAttention;
@@ -406,6 +500,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
       if (dtype.has_value()) config.dtype = *dtype;
     }
   }
+
+  ASSIGN_OR_RETURN(config.quantization, ReadQuantization(top));
 
   RETURN_IF_ERROR(ValidateModelConfig(config, source));
   for (int64_t id : config.eos_token_ids) {

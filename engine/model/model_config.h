@@ -28,6 +28,27 @@ enum class LayerKind {
 
 absl::string_view LayerKindName(LayerKind kind);
 
+// config.json's quantization_config for Qwen's FP8 block checkpoints
+// (transformers' FineGrainedFP8Config): only quant_method "fp8", fmt
+// "e4m3", activation_scheme "dynamic" and weight_block_size [128, 128] are
+// accepted; anything else is refused naming config.json and the field.
+struct QuantizationConfig {
+  std::string quant_method = "fp8";
+  std::string fmt = "e4m3";
+  std::string activation_scheme = "dynamic";
+  int64_t block_rows = 128;  // weight_block_size[0]: along a weight's rows (out)
+  int64_t block_cols = 128;  // weight_block_size[1]: along its columns (in)
+  // modules_to_not_convert and ignored_layers, in that order: modules whose
+  // weights stay in their stored (float) dtype.
+  std::vector<std::string> modules_to_not_convert;
+
+  // True when `tensor_name` (e.g. "model.layers.3.mlp.down_proj.weight")
+  // belongs to a listed module: as transformers' replace_with_fp8_linear,
+  // an entry matches when it is a substring of the name or of the name with
+  // every run of digits replaced by "*"; "lm_head" is always listed.
+  bool IsNotConverted(absl::string_view tensor_name) const;
+};
+
 // A plain, validated value: ParseModelConfig returns only configs that pass
 // ValidateModelConfig, so the derived quantities below never overflow and
 // the divisibility they rely on holds. Field defaults are transformers'
@@ -81,6 +102,9 @@ struct ModelConfig {
   std::string dtype;            // "dtype", else "torch_dtype".
   std::string mamba_ssm_dtype;  // Recurrent-state dtype hint.
   int64_t mtp_num_hidden_layers = 0;
+
+  // config.json's top-level quantization_config; nullopt when absent.
+  std::optional<QuantizationConfig> quantization;
 
   // "model.language_model." or "model.".
   std::string weights_prefix() const;

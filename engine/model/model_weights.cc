@@ -1,6 +1,9 @@
 #include "engine/model/model_weights.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
 #include <set>
 #include <utility>
 
@@ -8,6 +11,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/backend/element_type.h"
+#include "engine/model/fp8.h"
 
 namespace tributary {
 namespace {
@@ -30,6 +35,13 @@ class TensorLookup {
   // "[vocab_size, hidden_size]".
   virtual TensorView Get(const std::string& name, std::vector<int64_t> shape,
                          absl::string_view formula) = 0;
+  // A projection matrix [out, in]: the one kind of tensor an FP8 block
+  // checkpoint may store as F8_E4M3 (with its weight_scale_inv).
+  virtual TensorView GetMatrix(const std::string& name,
+                               std::vector<int64_t> shape,
+                               absl::string_view formula) {
+    return Get(name, std::move(shape), formula);
+  }
 };
 
 class SpecRecorder final : public TensorLookup {
@@ -75,7 +87,9 @@ class ShapeOnly final : public TensorLookup {
 // what was missing so that all missing names can be reported at once.
 class Resolver final : public TensorLookup {
  public:
-  explicit Resolver(const TensorStore& store) : store_(store) {}
+  Resolver(const ModelConfig& config, const TensorStore& store,
+           ModelWeights* weights)
+      : config_(config), store_(store), weights_(weights) {}
 
   TensorView Get(const std::string& name, std::vector<int64_t> shape,
                  absl::string_view formula) override {
@@ -86,7 +100,16 @@ class Resolver final : public TensorLookup {
     }
     used_.insert(name);
     if (!first_error_.ok()) return *view;
-    if (!IsFloatWeightDType(view->dtype)) {
+    if (view->dtype == DType::kF8E4M3 || view->dtype == DType::kF8E5M2) {
+      first_error_ = absl::InvalidArgumentError(absl::StrCat(
+          store_.FilePathOf(name), ": tensor \"", name, "\" has dtype ",
+          DTypeName(view->dtype),
+          view->dtype == DType::kF8E5M2
+              ? ": float8 e5m2 is not supported (FP8 checkpoints must store "
+                "F8_E4M3 projection matrices)"
+              : ": only projection matrices may be F8_E4M3; the decoder needs "
+                "BF16, F16 or F32 here"));
+    } else if (!IsFloatWeightDType(view->dtype)) {
       first_error_ = absl::InvalidArgumentError(absl::StrCat(
           store_.FilePathOf(name), ": tensor \"", name, "\" has dtype ",
           DTypeName(view->dtype), "; the decoder needs BF16, F16 or F32"));
@@ -99,6 +122,23 @@ class Resolver final : public TensorLookup {
     return *view;
   }
 
+  TensorView GetMatrix(const std::string& name, std::vector<int64_t> shape,
+                       absl::string_view formula) override {
+    const TensorView* view = store_.Find(name);
+    if (view == nullptr || view->dtype != DType::kF8E4M3) {
+      return Get(name, std::move(shape), formula);
+    }
+    used_.insert(name);
+    if (!first_error_.ok()) return *view;
+    absl::StatusOr<TensorView> dequantized =
+        DequantizeFp8(*view, shape, formula);
+    if (!dequantized.ok()) {
+      first_error_ = dequantized.status();
+      return *view;
+    }
+    return *std::move(dequantized);
+  }
+
   bool Has(absl::string_view name) const { return store_.Find(name) != nullptr; }
   void MarkUsed(absl::string_view name) { used_.insert(std::string(name)); }
   const std::set<std::string>& used() const { return used_; }
@@ -106,7 +146,105 @@ class Resolver final : public TensorLookup {
   const absl::Status& first_error() const { return first_error_; }
 
  private:
+  absl::Status Error(absl::string_view name, absl::string_view what) const {
+    return absl::InvalidArgumentError(absl::StrCat(
+        store_.FilePathOf(name), ": tensor \"", name, "\" ", what));
+  }
+
+  // An F8_E4M3 weight `view` and its NAME_scale_inv, checked, dequantized
+  // to bf16 into memory `weights_` owns (model-spec: w = q * scale_inv of
+  // the 128x128 block; the convention and its sources are in fp8.h).
+  absl::StatusOr<TensorView> DequantizeFp8(const TensorView& view,
+                                           const std::vector<int64_t>& shape,
+                                           absl::string_view formula) {
+    const std::string& name = view.name;
+    if (!config_.quantization.has_value()) {
+      return Error(name,
+                   "has dtype F8_E4M3 but config.json has no "
+                   "quantization_config (quant_method \"fp8\")");
+    }
+    const QuantizationConfig& q = *config_.quantization;
+    if (q.IsNotConverted(name)) {
+      return Error(name,
+                   "has dtype F8_E4M3 but config.json's quantization_config "
+                   "lists its module in modules_to_not_convert / "
+                   "ignored_layers");
+    }
+    if (view.shape != shape) {
+      return Error(name, absl::StrCat("has shape ", ShapeString(view.shape),
+                                      ", expected ", ShapeString(shape), " = ",
+                                      formula, " from config.json"));
+    }
+    const int64_t rows = shape[0], cols = shape[1];
+    const std::vector<int64_t> scale_shape = {
+        (rows + q.block_rows - 1) / q.block_rows,
+        (cols + q.block_cols - 1) / q.block_cols};
+    const std::string scale_name = name + "_scale_inv";
+    const TensorView* scale = store_.Find(scale_name);
+    if (scale == nullptr) {
+      return Error(name, absl::StrCat("is F8_E4M3 but its scale tensor \"",
+                                      scale_name,
+                                      "\" is missing from the checkpoint"));
+    }
+    used_.insert(scale_name);
+    if (scale->dtype != DType::kF32 && scale->dtype != DType::kBF16) {
+      return Error(scale_name, absl::StrCat("has dtype ",
+                                            DTypeName(scale->dtype),
+                                            "; a weight_scale_inv must be F32 "
+                                            "or BF16"));
+    }
+    if (scale->shape != scale_shape) {
+      return Error(scale_name,
+                   absl::StrCat("has shape ", ShapeString(scale->shape),
+                                ", expected ", ShapeString(scale_shape),
+                                " = [ceil(", rows, " / ", q.block_rows,
+                                "), ceil(", cols, " / ", q.block_cols,
+                                ")] for weight ", ShapeString(shape)));
+    }
+    const auto* scale_bytes = static_cast<const uint8_t*>(scale->data);
+    std::vector<float> scales(static_cast<size_t>(scale->num_elements()));
+    for (size_t k = 0; k < scales.size(); ++k) {
+      if (scale->dtype == DType::kF32) {
+        std::memcpy(&scales[k], scale_bytes + 4 * k, 4);
+      } else {
+        uint16_t bits;
+        std::memcpy(&bits, scale_bytes + 2 * k, 2);
+        scales[k] = Bf16ToF32(bits);
+      }
+      if (!std::isfinite(scales[k]) || scales[k] < 0.0f) {
+        return Error(scale_name,
+                     absl::StrCat("has scale ", scales[k], " at block [",
+                                  k / scale_shape[1], ", ", k % scale_shape[1],
+                                  "]: scales must be finite and >= 0"));
+      }
+    }
+    const auto* codes = static_cast<const uint8_t*>(view.data);
+    const size_t n = static_cast<size_t>(rows * cols);
+    for (size_t k = 0; k < n; ++k) {
+      if ((codes[k] & 0x7F) == 0x7F) {
+        return Error(name, absl::StrCat("holds the e4m3 NaN code 0x",
+                                        absl::Hex(codes[k]), " at [",
+                                        k / cols, ", ", k % cols, "]"));
+      }
+    }
+    auto bf16 = std::make_shared<std::vector<uint16_t>>(n);
+    uint16_t* out = bf16->data();
+    DequantizeFp8Block(
+        codes, rows, cols, q.block_rows, q.block_cols,
+        [&](int64_t bi, int64_t bj) { return scales[bi * scale_shape[1] + bj]; },
+        [&](int64_t k, float v) { out[k] = F32ToBf16(v); });
+    weights_->fp8_weights.push_back({view, *scale});
+    TensorView result = view;
+    result.dtype = DType::kBF16;
+    result.data = bf16->data();
+    result.size_bytes = 2 * n;
+    weights_->dequantized_data.push_back(std::move(bf16));
+    return result;
+  }
+
+  const ModelConfig& config_;
   const TensorStore& store_;
+  ModelWeights* weights_;
   std::set<std::string> used_;
   std::vector<std::string> missing_;
   absl::Status first_error_;
@@ -116,13 +254,13 @@ AttentionWeights ResolveAttention(const ModelConfig& c, const std::string& p,
                                   TensorLookup& r) {
   const int64_t d = c.hidden_size;
   AttentionWeights w;
-  w.q_proj = r.Get(p + "self_attn.q_proj.weight", {c.q_proj_rows(), d},
+  w.q_proj = r.GetMatrix(p + "self_attn.q_proj.weight", {c.q_proj_rows(), d},
                    "[2 * num_attention_heads * head_dim, hidden_size]");
-  w.k_proj = r.Get(p + "self_attn.k_proj.weight", {c.kv_proj_rows(), d},
+  w.k_proj = r.GetMatrix(p + "self_attn.k_proj.weight", {c.kv_proj_rows(), d},
                    "[num_key_value_heads * head_dim, hidden_size]");
-  w.v_proj = r.Get(p + "self_attn.v_proj.weight", {c.kv_proj_rows(), d},
+  w.v_proj = r.GetMatrix(p + "self_attn.v_proj.weight", {c.kv_proj_rows(), d},
                    "[num_key_value_heads * head_dim, hidden_size]");
-  w.o_proj = r.Get(p + "self_attn.o_proj.weight",
+  w.o_proj = r.GetMatrix(p + "self_attn.o_proj.weight",
                    {d, c.attention_output_dim()},
                    "[hidden_size, num_attention_heads * head_dim]");
   w.q_norm = r.Get(p + "self_attn.q_norm.weight", {c.head_dim}, "[head_dim]");
@@ -139,15 +277,15 @@ LinearAttentionWeights ResolveLinearAttention(const ModelConfig& c,
       "2 * linear_num_key_heads * linear_key_head_dim + "
       "linear_num_value_heads * linear_value_head_dim";
   LinearAttentionWeights w;
-  w.in_proj_qkv = r.Get(p + "linear_attn.in_proj_qkv.weight",
+  w.in_proj_qkv = r.GetMatrix(p + "linear_attn.in_proj_qkv.weight",
                         {c.linear_conv_dim(), d},
                         absl::StrCat("[", kConvDim, ", hidden_size]"));
-  w.in_proj_z = r.Get(
+  w.in_proj_z = r.GetMatrix(
       p + "linear_attn.in_proj_z.weight", {c.linear_value_dim(), d},
       "[linear_num_value_heads * linear_value_head_dim, hidden_size]");
-  w.in_proj_b = r.Get(p + "linear_attn.in_proj_b.weight", {hv, d},
+  w.in_proj_b = r.GetMatrix(p + "linear_attn.in_proj_b.weight", {hv, d},
                       "[linear_num_value_heads, hidden_size]");
-  w.in_proj_a = r.Get(p + "linear_attn.in_proj_a.weight", {hv, d},
+  w.in_proj_a = r.GetMatrix(p + "linear_attn.in_proj_a.weight", {hv, d},
                       "[linear_num_value_heads, hidden_size]");
   w.conv1d = r.Get(p + "linear_attn.conv1d.weight",
                    {c.linear_conv_dim(), 1, c.linear_conv_kernel_dim},
@@ -156,7 +294,7 @@ LinearAttentionWeights ResolveLinearAttention(const ModelConfig& c,
   w.a_log = r.Get(p + "linear_attn.A_log", {hv}, "[linear_num_value_heads]");
   w.norm = r.Get(p + "linear_attn.norm.weight", {c.linear_value_head_dim},
                  "[linear_value_head_dim]");
-  w.out_proj = r.Get(
+  w.out_proj = r.GetMatrix(
       p + "linear_attn.out_proj.weight", {d, c.linear_value_dim()},
       "[hidden_size, linear_num_value_heads * linear_value_head_dim]");
   return w;
@@ -179,11 +317,11 @@ LayerWeights ResolveLayer(const ModelConfig& c, int64_t index,
   } else {
     layer.linear_attention = ResolveLinearAttention(c, p, r);
   }
-  layer.mlp.gate_proj = r.Get(p + "mlp.gate_proj.weight", {m, d},
+  layer.mlp.gate_proj = r.GetMatrix(p + "mlp.gate_proj.weight", {m, d},
                               "[intermediate_size, hidden_size]");
-  layer.mlp.up_proj = r.Get(p + "mlp.up_proj.weight", {m, d},
+  layer.mlp.up_proj = r.GetMatrix(p + "mlp.up_proj.weight", {m, d},
                             "[intermediate_size, hidden_size]");
-  layer.mlp.down_proj = r.Get(p + "mlp.down_proj.weight", {d, m},
+  layer.mlp.down_proj = r.GetMatrix(p + "mlp.down_proj.weight", {d, m},
                               "[hidden_size, intermediate_size]");
   return layer;
 }
@@ -274,10 +412,10 @@ ModelWeights SyntheticModelWeights(const ModelConfig& c, DType dtype) {
 
 absl::StatusOr<ModelWeights> ResolveModelWeights(const ModelConfig& c,
                                                  const TensorStore& store) {
-  Resolver r(store);
+  ModelWeights weights;
+  Resolver r(c, store, &weights);
   const std::string prefix = c.weights_prefix();
   const int64_t d = c.hidden_size;
-  ModelWeights weights;
   weights.embed_tokens = r.Get(prefix + "embed_tokens.weight",
                                {c.vocab_size, d}, "[vocab_size, hidden_size]");
   weights.layers.reserve(c.layer_types.size());

@@ -3,6 +3,7 @@
 #ifndef TRIBUTARY_ENGINE_MODEL_MODEL_WEIGHTS_H_
 #define TRIBUTARY_ENGINE_MODEL_MODEL_WEIGHTS_H_
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,7 +55,20 @@ struct LayerWeights {
   MlpWeights mlp;
 };
 
+// An FP8 block weight as the checkpoint stores it: the F8_E4M3 codes
+// [out, in] and their weight_scale_inv [ceil(out / 128), ceil(in / 128)]
+// (F32 or BF16); views into the store's mappings.
+struct Fp8WeightSource {
+  TensorView weight;
+  TensorView scale_inv;
+};
+
 // Views into the TensorStore's mappings: valid while the store is alive.
+// The views of FP8 block weights are the exception: until kernels read FP8,
+// they are dequantized at load to BF16 (w = q * scale_inv of the block,
+// rounded to nearest even) in memory these weights own (dequantized_data,
+// shared by copies), so that every backend and the reference decoder take
+// them as they take a bf16 checkpoint.
 struct ModelWeights {
   TensorView embed_tokens;  // [vocab, hidden]
   TensorView final_norm;    // [hidden], 1 + w
@@ -65,6 +79,11 @@ struct ModelWeights {
   // Non-fatal findings: tensors the decoder does not use (outside the
   // ignored vision tower and MTP head), an lm_head ignored because of tying.
   std::vector<std::string> warnings;
+  // The FP8 block weights of the checkpoint as stored, in load order (empty
+  // for a checkpoint without F8_E4M3 tensors).
+  std::vector<Fp8WeightSource> fp8_weights;
+  // The bf16 data the dequantized views point into.
+  std::vector<std::shared_ptr<const std::vector<uint16_t>>> dequantized_data;
 };
 
 // Every distinct tensor of `weights`, in load order (a tied lm_head once,
@@ -95,6 +114,14 @@ ModelWeights SyntheticModelWeights(const ModelConfig& config,
 // missing names and the count), have dtype BF16, F16 or F32, and have the
 // shape the config implies (the error names the tensor, both shapes and the
 // config fields behind the expected one).
+//
+// FP8 block checkpoints (config.quantization set): a projection matrix
+// X.weight may be F8_E4M3 when its module is not in the config's
+// not-converted list; X.weight_scale_inv must then exist, be F32 or BF16 of
+// shape [ceil(out / 128), ceil(in / 128)] with finite, non-negative values,
+// and the codes must not be NaN (0x7F / 0xFF). Such a weight is dequantized
+// to BF16 (ModelWeights::dequantized_data). Every other tensor, and every
+// F8_E5M2 tensor, is refused; errors name the file and the tensor.
 //
 // Tied embeddings (transformers semantics, model-spec §1.2b):
 //   lm_head.weight absent,  tie_word_embeddings true  -> tied;
