@@ -4,7 +4,8 @@
 // "F32", ...). The loader recognises every byte-sized dtype of the format so
 // that a checkpoint carrying, e.g., an I64 buffer in an ignored vision tensor
 // still opens; the decoder itself only consumes BF16, F16 and F32
-// (IsFloatWeightDType). Sub-byte dtypes (F4, F6_*) are not supported and
+// (IsFloatWeightDType), and F8_E4M3 projection matrices of FP8 block
+// checkpoints, dequantized at load (model_weights.h, fp8.h). Sub-byte dtypes (F4, F6_*) are not supported and
 // parse as unknown.
 #ifndef TRIBUTARY_ENGINE_MODEL_DTYPE_H_
 #define TRIBUTARY_ENGINE_MODEL_DTYPE_H_
