@@ -2,8 +2,8 @@
 """An HTTP attack benchmark for tributary-server's OpenAI-compatible port.
 
 Measures whether ordinary requests are still served while hostile
-connections are held open (issue 39, section 1). Python 3 standard library
-only. A benchmark, not a test: it reports and asserts nothing.
+connections are held open: slowloris heads, header floods, bad
+Content-Lengths. Python 3 standard library only. A benchmark, not a test: it reports and asserts nothing.
 
 Phases, one after the other:
   1. baseline: closed-loop samples of GET /health and of a 1-token

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The HTTP attack benchmark (issue 39, section 1): starts the given
+# The HTTP attack benchmark: starts the given
 # tributary-server on free ports with the embedded default model, waits for
 # GET /health, runs bench/http/attack.py against its HTTP API port (baseline
 # samples, a connection burst, the same samples under slowloris and header
