@@ -3,7 +3,8 @@
 
 Measures whether ordinary requests are still served while hostile
 connections are held open: slowloris heads, header floods, bad
-Content-Lengths. Python 3 standard library only. A benchmark, not a test: it reports and asserts nothing.
+Content-Lengths. Python 3 standard library only. A benchmark, not a test:
+it reports and asserts nothing.
 
 Phases, one after the other:
   1. baseline: closed-loop samples of GET /health and of a 1-token
