@@ -312,6 +312,45 @@ absl::Status HybridDecoder::ResetStateSlot(int32_t slot) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<std::vector<uint8_t>>> HybridDecoder::ReadStateRow(
+    int64_t row) const {
+  if (row < 0 || row >= cache_config_.num_state_slots) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("state pool row ", row, " is outside [0, ",
+                     cache_config_.num_state_slots, ")"));
+  }
+  std::vector<std::vector<uint8_t>> rows;
+  for (const Layer& layer : layers_) {
+    if (layer.kind != LayerKind::kLinearAttention) continue;
+    for (const Tensor* pool :
+         {&layer.linear.window_pool, &layer.linear.state_pool}) {
+      const Tensor view = RowsOf(*pool, row, 1);
+      rows.emplace_back(view.size_bytes());
+      RETURN_IF_ERROR(backend_->CopyToHost(view, rows.back().data()));
+    }
+  }
+  return rows;
+}
+
+absl::StatusOr<std::vector<std::vector<uint8_t>>> HybridDecoder::ReadKvBlock(
+    int32_t block) const {
+  if (block < 0 || block >= cache_config_.num_kv_blocks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("KV block ", block, " is outside [0, ",
+                     cache_config_.num_kv_blocks, ")"));
+  }
+  std::vector<std::vector<uint8_t>> blocks;
+  for (const Layer& layer : layers_) {
+    if (layer.kind != LayerKind::kFullAttention) continue;
+    for (const Tensor* pool : {&layer.attention.k_pool, &layer.attention.v_pool}) {
+      const Tensor view = RowsOf(*pool, block, 1);
+      blocks.emplace_back(view.size_bytes());
+      RETURN_IF_ERROR(backend_->CopyToHost(view, blocks.back().data()));
+    }
+  }
+  return blocks;
+}
+
 absl::Status HybridDecoder::CheckLayout(const BatchLayout& layout,
                                         absl::Span<const int32_t> ids) const {
   if (layout.sequences.empty()) {

@@ -82,6 +82,17 @@ class HybridDecoder {
                                         absl::Span<const int32_t> ids,
                                         const ForwardOptions& options);
 
+  // Host copies of cache rows, for tests and audits (not the serving path:
+  // each synchronises the backend). ReadStateRow: for every GDN layer in
+  // layer order, its conv window row, then its recurrent state row, of
+  // state pool row `row`, in the pools' own types. ReadKvBlock: for every
+  // attention layer in layer order, its K block, then its V block
+  // ([kv_block_size, Hkv, head_dim] each). INVALID_ARGUMENT out of range.
+  absl::StatusOr<std::vector<std::vector<uint8_t>>> ReadStateRow(
+      int64_t row) const;
+  absl::StatusOr<std::vector<std::vector<uint8_t>>> ReadKvBlock(
+      int32_t block) const;
+
   const ModelConfig& config() const { return *config_; }
   const CacheConfig& cache_config() const { return cache_config_; }
 
