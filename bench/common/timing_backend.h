@@ -64,6 +64,9 @@ class TimingBackend final : public Backend {
   void ZeroRows(const Tensor& t, int64_t b, int64_t e) override {
     inner_->ZeroRows(t, b, e);
   }
+  void CopyRows(const Tensor& t, int64_t src, int64_t dst, int64_t n) override {
+    inner_->CopyRows(t, src, dst, n);
+  }
   absl::Status Synchronize() override {
     absl::Status status = inner_->Synchronize();
     if (!pending_.ok()) status = std::exchange(pending_, absl::OkStatus());

@@ -96,6 +96,16 @@ class Backend {
   // Sets rows [row_begin, row_end) of the outermost dimension to zero.
   virtual void ZeroRows(const Tensor& tensor, int64_t row_begin,
                         int64_t row_end) = 0;
+  // Copies rows [src_row, src_row + num_rows) of the outermost dimension
+  // of `tensor` onto rows [dst_row, dst_row + num_rows) of the same tensor,
+  // byte for byte, in issue order (a state slot or a KV block into another:
+  // prefix-cache checkpoints and restores). Both ranges must lie inside the
+  // tensor and must not overlap; CUDA records an error (reported at the
+  // next Synchronize) and copies nothing otherwise, the CPU trusts the
+  // caller (HybridDecoder validates). Not inside a graph region. Pure
+  // virtual so that a wrapper cannot forget to forward it.
+  virtual void CopyRows(const Tensor& tensor, int64_t src_row, int64_t dst_row,
+                        int64_t num_rows) = 0;
   // Deterministic uniform values in [low, high) (random_fill.h): element i
   // of `tensor` (a float type) is RandomUniform(seed, i, low, high) rounded
   // to `value_type` (a float type), then stored in the tensor's type, the

@@ -74,6 +74,11 @@ absl::Status CacheConfig::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "num_state_slots = ", num_state_slots, " must be in [1, 65536]"));
   }
+  if (num_checkpoint_slots < 0 || num_checkpoint_slots > 65536) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_checkpoint_slots = ", num_checkpoint_slots,
+                     " must be in [0, 65536]"));
+  }
   return absl::OkStatus();
 }
 
@@ -279,13 +284,13 @@ absl::Status HybridDecoder::AllocateCaches() {
       ASSIGN_OR_RETURN(
           layer.linear.window_pool,
           backend_->Allocate(backend_->activation_type(),
-                             Shape{cc.num_state_slots,
+                             Shape{cc.num_state_rows(),
                                    c.linear_conv_kernel_dim - 1,
                                    c.linear_conv_dim()}));
       owned_.push_back(layer.linear.window_pool);
       ASSIGN_OR_RETURN(
           layer.linear.state_pool,
-          backend_->Allocate(f32, Shape{cc.num_state_slots,
+          backend_->Allocate(f32, Shape{cc.num_state_rows(),
                                         c.linear_num_value_heads,
                                         c.linear_key_head_dim,
                                         c.linear_value_head_dim}));
@@ -312,12 +317,43 @@ absl::Status HybridDecoder::ResetStateSlot(int32_t slot) {
   return absl::OkStatus();
 }
 
+absl::Status HybridDecoder::CopyStateSlot(int64_t src_row, int64_t dst_row) {
+  const int64_t rows = cache_config_.num_state_rows();
+  if (src_row < 0 || src_row >= rows || dst_row < 0 || dst_row >= rows ||
+      src_row == dst_row) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "state copy from pool row ", src_row, " to ", dst_row,
+        ": rows must be distinct and inside [0, ", rows, ")"));
+  }
+  for (const Layer& layer : layers_) {
+    if (layer.kind != LayerKind::kLinearAttention) continue;
+    backend_->CopyRows(layer.linear.window_pool, src_row, dst_row, 1);
+    backend_->CopyRows(layer.linear.state_pool, src_row, dst_row, 1);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HybridDecoder::CopyKvBlock(int32_t src, int32_t dst) {
+  const int64_t blocks = cache_config_.num_kv_blocks;
+  if (src < 0 || src >= blocks || dst < 0 || dst >= blocks || src == dst) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("KV block copy from ", src, " to ", dst,
+                     ": blocks must be distinct and inside [0, ", blocks, ")"));
+  }
+  for (const Layer& layer : layers_) {
+    if (layer.kind != LayerKind::kFullAttention) continue;
+    backend_->CopyRows(layer.attention.k_pool, src, dst, 1);
+    backend_->CopyRows(layer.attention.v_pool, src, dst, 1);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<std::vector<uint8_t>>> HybridDecoder::ReadStateRow(
     int64_t row) const {
-  if (row < 0 || row >= cache_config_.num_state_slots) {
+  if (row < 0 || row >= cache_config_.num_state_rows()) {
     return absl::InvalidArgumentError(
         absl::StrCat("state pool row ", row, " is outside [0, ",
-                     cache_config_.num_state_slots, ")"));
+                     cache_config_.num_state_rows(), ")"));
   }
   std::vector<std::vector<uint8_t>> rows;
   for (const Layer& layer : layers_) {

@@ -37,6 +37,17 @@ struct CacheConfig {
   int64_t num_kv_blocks = 0;   // blocks in each attention layer's pool
   int64_t kv_block_size = 16;  // tokens per block
   int64_t num_state_slots = 0; // sequences that can hold GDN state at once
+  // Extra rows of every GDN layer's window and state pools after the live
+  // slots, for prefix-cache checkpoints (docs/prefix-cache.md §5, §7):
+  // checkpoint slot s is pool row num_state_slots + s. A step never runs on
+  // them (CheckLayout refuses a slot ≥ num_state_slots); only
+  // CopyStateSlot reads and writes them. 0 (the default) allocates none.
+  int64_t num_checkpoint_slots = 0;
+
+  // The rows of each state pool: live slots, then checkpoint slots.
+  int64_t num_state_rows() const {
+    return num_state_slots + num_checkpoint_slots;
+  }
 
   absl::Status Validate() const;
 };
@@ -74,6 +85,22 @@ class HybridDecoder {
   // layer; call before a new sequence uses the slot.
   absl::Status ResetStateSlot(int32_t slot);
 
+  // The copies of prefix caching (docs/prefix-cache.md §7), queued on the
+  // backend in issue order like any op (Backend::CopyRows), so a step
+  // issued after them reads what they wrote. Not inside a graph region:
+  // the engine issues them between steps.
+  // CopyStateSlot: every GDN layer's conv window and recurrent state of
+  // pool row `src_row` onto pool row `dst_row` (a live slot or a
+  // checkpoint row, num_state_slots + s; distinct, both below
+  // num_state_rows()): a checkpoint is a copy out of a live slot, a
+  // restore a copy back into one.
+  // CopyKvBlock: every attention layer's K and V block `src` onto block
+  // `dst` (distinct, both below num_kv_blocks), all kv_block_size rows:
+  // the tail of a partial block, which the copy's owner then extends.
+  // INVALID_ARGUMENT (and nothing queued) out of range or when equal.
+  absl::Status CopyStateSlot(int64_t src_row, int64_t dst_row);
+  absl::Status CopyKvBlock(int32_t src, int32_t dst);
+
   // Runs one step. `ids` are the step's new tokens in layout order. The
   // layout is checked first (contiguous rows covering ids, slots and blocks
   // in range, block tables covering the positions, distinct state slots,
@@ -85,7 +112,7 @@ class HybridDecoder {
   // Host copies of cache rows, for tests and audits (not the serving path:
   // each synchronises the backend). ReadStateRow: for every GDN layer in
   // layer order, its conv window row, then its recurrent state row, of
-  // state pool row `row`, in the pools' own types. ReadKvBlock: for every
+  // state pool row `row` (below num_state_rows()), in the pools' own types. ReadKvBlock: for every
   // attention layer in layer order, its K block, then its V block
   // ([kv_block_size, Hkv, head_dim] each). INVALID_ARGUMENT out of range.
   absl::StatusOr<std::vector<std::vector<uint8_t>>> ReadStateRow(

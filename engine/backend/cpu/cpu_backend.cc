@@ -258,6 +258,15 @@ void CpuBackend::ZeroRows(const Tensor& tensor, int64_t row_begin,
               (row_end - row_begin) * row_bytes);
 }
 
+void CpuBackend::CopyRows(const Tensor& tensor, int64_t src_row,
+                          int64_t dst_row, int64_t num_rows) {
+  if (num_rows <= 0) return;
+  const size_t row_bytes = tensor.size_bytes() / tensor.shape[0];
+  char* base = static_cast<char*>(tensor.data);
+  std::memcpy(base + dst_row * row_bytes, base + src_row * row_bytes,
+              num_rows * row_bytes);
+}
+
 void CpuBackend::FillRandom(const Tensor& tensor, uint64_t seed, float low,
                             float high, ElementType value_type) {
   if (tensor.type == ElementType::kI32) return;  // not a float tensor

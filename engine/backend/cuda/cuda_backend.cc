@@ -370,6 +370,30 @@ void CudaBackend::ZeroRows(const Tensor& tensor, int64_t row_begin,
   Zero(RowsOf(tensor, row_begin, row_end - row_begin));
 }
 
+void CudaBackend::CopyRows(const Tensor& tensor, int64_t src_row,
+                           int64_t dst_row, int64_t num_rows) {
+  if (!sticky_.ok()) return;
+  // A copy is not recorded into a graph: checkpoints and restores are
+  // issued between steps, and a replayed graph would repeat a copy of
+  // whichever rows it was captured with.
+  if (!Require(!in_region_, "CopyRows inside a graph region")) return;
+  const int64_t rows = tensor.shape.rank == 0 ? 0 : tensor.shape[0];
+  if (!Require(num_rows >= 0 && src_row >= 0 && dst_row >= 0 &&
+                   src_row + num_rows <= rows && dst_row + num_rows <= rows,
+               "CopyRows: rows outside the tensor") ||
+      !Require(num_rows == 0 || src_row + num_rows <= dst_row ||
+                   dst_row + num_rows <= src_row,
+               "CopyRows: overlapping rows")) {
+    return;
+  }
+  if (num_rows == 0 || src_row == dst_row) return;
+  const Tensor src = RowsOf(tensor, src_row, num_rows);
+  const Tensor dst = RowsOf(tensor, dst_row, num_rows);
+  Record(CudaStatus(cudaMemcpyAsync(dst.data, src.data, src.size_bytes(),
+                                    cudaMemcpyDeviceToDevice, stream_),
+                    "cudaMemcpyAsync on the device (CopyRows)"));
+}
+
 void CudaBackend::FillRandom(const Tensor& tensor, uint64_t seed, float low,
                              float high, ElementType value_type) {
   if (!sticky_.ok() ||

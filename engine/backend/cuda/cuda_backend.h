@@ -145,6 +145,8 @@ class CudaBackend final : public Backend {
   void Zero(const Tensor& tensor) override;
   void ZeroRows(const Tensor& tensor, int64_t row_begin,
                 int64_t row_end) override;
+  void CopyRows(const Tensor& tensor, int64_t src_row, int64_t dst_row,
+                int64_t num_rows) override;
   void FillRandom(const Tensor& tensor, uint64_t seed, float low, float high,
                   ElementType value_type) override;
   absl::Status Synchronize() override;

@@ -721,6 +721,42 @@ TEST_F(CudaBackendTest, ZeroAndZeroRows) {
   for (float v : Read(*gpu_, x.gpu)) ASSERT_EQ(v, 0.0f);
 }
 
+// CopyRows (prefix-cache checkpoints and restores): the rows given, byte
+// for byte as on the CPU, every other row untouched, in the pools' types
+// (bf16 windows and KV, f32 states). Rows outside the tensor, overlapping
+// rows, and a copy inside a graph region are errors reported at the next
+// Synchronize (once), and copy nothing.
+TEST_F(CudaBackendTest, CopyRowsCopiesItsRowsOnlyAndRefusesBadOnes) {
+  for (const ElementType type : {kBF16, kF32}) {
+    SCOPED_TRACE(ElementTypeName(type));
+    Pair x = Input(Shape{6, 3, 16}, -4, 4, type);
+    cpu_->CopyRows(x.cpu, 1, 4, 2);
+    gpu_->CopyRows(x.gpu, 1, 4, 2);
+    cpu_->CopyRows(x.cpu, 5, 0, 1);
+    gpu_->CopyRows(x.gpu, 5, 0, 1);
+    ExpectClose(x, 16, 0.0, "CopyRows");
+    const std::vector<float> before = Read(*gpu_, x.gpu);
+    const struct {
+      int64_t src, dst, rows;
+      const char* what;
+    } bad[] = {{5, 0, 2, "outside"}, {0, -1, 1, "outside"},
+               {1, 2, 2, "overlapping"}};
+    for (const auto& b : bad) {
+      gpu_->CopyRows(x.gpu, b.src, b.dst, b.rows);
+      const absl::Status s = gpu_->Synchronize();
+      EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+      EXPECT_NE(s.message().find(b.what), std::string::npos) << s;
+      EXPECT_TRUE(gpu_->Synchronize().ok()) << "the error is reported once";
+    }
+    gpu_->BeginGraphRegion();
+    gpu_->CopyRows(x.gpu, 0, 3, 1);
+    EXPECT_TRUE(gpu_->EndGraphRegion().ok());
+    const absl::Status s = gpu_->Synchronize();
+    EXPECT_NE(s.message().find("graph region"), std::string::npos) << s;
+    EXPECT_EQ(Read(*gpu_, x.gpu), before) << "a refused copy copies nothing";
+  }
+}
+
 TEST_F(CudaBackendTest, RopeAtEachTokensPosition) {
   BatchLayout layout = MixedLayout(4, 32);
   // Positions far into a long context too (large angles).

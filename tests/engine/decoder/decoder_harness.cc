@@ -10,7 +10,8 @@ namespace testing_fixtures {
 
 Harness::Harness(const std::string& dir, int64_t num_blocks, int64_t num_slots,
                  BackendKind backend_kind, ElementType cuda_activations,
-                 MatMulPrecision cpu_matmul, DeltaRuleForm cpu_delta_rule) {
+                 MatMulPrecision cpu_matmul, DeltaRuleForm cpu_delta_rule,
+                 int64_t num_checkpoint_slots) {
   auto model = ModelDirectory::Load(dir);
   EXPECT_TRUE(model.ok()) << model.status();
   if (!model.ok()) return;
@@ -27,7 +28,8 @@ Harness::Harness(const std::string& dir, int64_t num_blocks, int64_t num_slots,
   backend_ = std::move(*backend);
   auto decoder =
       HybridDecoder::Create(model_->config(), model_->weights(), backend_.get(),
-                            {num_blocks, kBlockSize, num_slots});
+                            {num_blocks, kBlockSize, num_slots,
+                             num_checkpoint_slots});
   EXPECT_TRUE(decoder.ok()) << decoder.status();
   if (decoder.ok()) decoder_ = std::move(*decoder);
 }

@@ -30,7 +30,8 @@ class Harness {
                    BackendKind backend = BackendKind::kCpu,
                    ElementType cuda_activations = ElementType::kBF16,
                    MatMulPrecision cpu_matmul = MatMulPrecision::kF32,
-                   DeltaRuleForm cpu_delta_rule = DeltaRuleForm::kFastest);
+                   DeltaRuleForm cpu_delta_rule = DeltaRuleForm::kFastest,
+                   int64_t num_checkpoint_slots = 0);
   bool ok() const { return decoder_ != nullptr; }
   HybridDecoder& decoder() { return *decoder_; }
   Backend& backend() { return *backend_; }

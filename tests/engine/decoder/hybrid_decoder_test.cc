@@ -22,6 +22,7 @@
 #include <memory>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_join.h"
@@ -628,6 +629,131 @@ TEST(HybridDecoderTest, PrefillSplitIsExactOnlyToRoundingWhereTheDeltaRuleIsChun
   }
   std::printf("chunked form: %d of 9 cuts differ from one prefill in the bits\n",
               num_bit_different);
+}
+
+// A checkpoint restored into another slot continues bit for bit (plan step
+// 2, docs/prefix-cache.md §7): a sequence prefills r tokens in slot 1; its
+// state is copied into a checkpoint row and, when r is inside a block, its
+// partial block into a tail block; the sequence then goes on with tokens of
+// its own (its slot and partial block change). A new sequence in slot 2
+// gets the checkpoint copied into its slot, shares the r / B full blocks,
+// gets the tail copied into a block of its own, and prefills from r. Its
+// last logits, windows, states and KV rows equal one uninterrupted
+// prefill's, memcmp-exactly (on the default model and every fixture, where
+// a split prefill is exact: the test above).
+TEST(HybridDecoderTest, RestoredCheckpointContinuesBitForBit) {
+  std::vector<std::string> dirs = FixtureModelDirs();
+  dirs.insert(dirs.begin(), SourcePath("models/tiny-shakespeare"));
+  constexpr int64_t n = 131, num_slots = 4;
+  constexpr int32_t kCheckpointRow = num_slots + 1;  // checkpoint slot 1
+  for (const std::string& dir : dirs) {
+    SCOPED_TRACE(dir);
+    Harness h(dir, 256, num_slots, BackendKind::kCpu, ElementType::kBF16,
+              MatMulPrecision::kF32, DeltaRuleForm::kFastest,
+              /*num_checkpoint_slots=*/2);
+    ASSERT_TRUE(h.ok());
+    const auto prompts = Prompts({n, n}, h.vocab());
+    const std::vector<int32_t>& prompt = prompts[0];
+    std::vector<int32_t> other = prompts[1];  // the first sequence's own way
+    int32_t next = 0;
+    const std::vector<int32_t> blocks_one = h.Blocks(n, &next);
+    const std::vector<float> one = PrefillInChunks(h, prompt, {n}, 0, blocks_one);
+    ASSERT_FALSE(one.empty());
+    const SequenceCaches want = ReadCaches(h, 0, blocks_one, n);
+    for (int64_t r : {1, 15, 16, 17, 40, 64, 100, 130}) {
+      SCOPED_TRACE(r);
+      int32_t fresh = next;  // blocks from here on are rewritten each r
+      const std::vector<int32_t> first = h.Blocks(n, &fresh);
+      const int32_t tail = fresh++;
+      // The first sequence: r tokens of the prompt, then its own.
+      std::copy(prompt.begin(), prompt.begin() + r, other.begin());
+      ASSERT_FALSE(PrefillInChunks(h, absl::MakeConstSpan(prompt).subspan(0, r),
+                                   {r}, 1, first)
+                       .empty());
+      ASSERT_TRUE(h.decoder().CopyStateSlot(1, kCheckpointRow).ok());
+      const int64_t full = r / kBlockSize;
+      const bool partial = r % kBlockSize != 0;
+      if (partial) {
+        ASSERT_TRUE(h.decoder().CopyKvBlock(first[full], tail).ok());
+      }
+      BatchLayout own;
+      own.sequences.push_back(Slice(0, n - r, r, 1, first));
+      ASSERT_TRUE(h.decoder()
+                      .Forward(own, absl::MakeConstSpan(other).subspan(r),
+                               ForwardOptions{})
+                      .ok());
+      // The restored sequence: the shared full blocks, a copy of the tail,
+      // fresh blocks after.
+      std::vector<int32_t> table(first.begin(), first.begin() + full);
+      while (static_cast<int64_t>(table.size()) * kBlockSize < n) {
+        table.push_back(fresh++);
+      }
+      if (partial) {
+        ASSERT_TRUE(h.decoder().CopyKvBlock(tail, table[full]).ok());
+      }
+      ASSERT_TRUE(h.decoder().ResetStateSlot(2).ok());  // as a slot's reuse
+      ASSERT_TRUE(h.decoder().CopyStateSlot(kCheckpointRow, 2).ok());
+      BatchLayout resumed;
+      resumed.sequences.push_back(Slice(0, n - r, r, 2, table));
+      auto out = h.decoder().Forward(
+          resumed, absl::MakeConstSpan(prompt).subspan(r), ForwardOptions{});
+      ASSERT_TRUE(out.ok()) << out.status();
+      ASSERT_EQ(out->logits.size(), one.size());
+      EXPECT_EQ(std::memcmp(out->logits.data(), one.data(),
+                            one.size() * sizeof(float)),
+                0)
+          << "last logits";
+      const SequenceCaches got = ReadCaches(h, 2, table, n);
+      ASSERT_EQ(got.state.size(), want.state.size());
+      for (size_t i = 0; i < want.state.size(); ++i) {
+        EXPECT_TRUE(got.state[i] == want.state[i])
+            << "GDN layer " << i / 2 << (i % 2 == 0 ? " window" : " state");
+      }
+      ASSERT_EQ(got.kv.size(), want.kv.size());
+      for (size_t i = 0; i < want.kv.size(); ++i) {
+        EXPECT_TRUE(got.kv[i] == want.kv[i])
+            << "attention layer " << i / 2 << (i % 2 == 0 ? " K" : " V");
+      }
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+// The copies refuse rows outside the pools, or a copy onto itself, and
+// queue nothing then; a checkpoint row is a pool row a step cannot use.
+TEST(HybridDecoderTest, CopiesRefuseRowsOutsideThePools) {
+  Harness h(SourcePath("models/tiny-shakespeare"), /*num_blocks=*/8,
+            /*num_slots=*/2, BackendKind::kCpu, ElementType::kBF16,
+            MatMulPrecision::kF32, DeltaRuleForm::kFastest,
+            /*num_checkpoint_slots=*/3);
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h.decoder().cache_config().num_state_rows(), 5);
+  EXPECT_TRUE(h.decoder().CopyStateSlot(0, 4).ok());
+  EXPECT_TRUE(h.decoder().CopyStateSlot(4, 1).ok());
+  EXPECT_TRUE(h.decoder().ReadStateRow(4).ok());
+  for (auto [src, dst] : {std::pair<int64_t, int64_t>{0, 5}, {-1, 0}, {3, 3}}) {
+    const absl::Status s = h.decoder().CopyStateSlot(src, dst);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << src << "→" << dst;
+    EXPECT_NE(s.message().find("[0, 5)"), std::string::npos) << s;
+  }
+  EXPECT_TRUE(h.decoder().CopyKvBlock(0, 7).ok());
+  for (auto [src, dst] : {std::pair<int32_t, int32_t>{0, 8}, {-1, 0}, {2, 2}}) {
+    const absl::Status s = h.decoder().CopyKvBlock(src, dst);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << src << "→" << dst;
+    EXPECT_NE(s.message().find("[0, 8)"), std::string::npos) << s;
+  }
+  EXPECT_EQ(h.decoder().ReadStateRow(5).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(h.decoder().ReadKvBlock(8).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(h.decoder().ResetStateSlot(2).code(),
+            absl::StatusCode::kInvalidArgument);
+  BatchLayout layout;
+  layout.sequences.push_back(Slice(0, 1, 0, 2, {0}));
+  EXPECT_EQ(h.decoder().Forward(layout, {1}, ForwardOptions{}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  CacheConfig bad{8, 16, 2, -1};
+  EXPECT_EQ(bad.Validate().code(), absl::StatusCode::kInvalidArgument);
 }
 
 // A prefill of N tokens equals N single-token decodes (the recurrent delta

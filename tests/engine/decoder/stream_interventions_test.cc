@@ -70,6 +70,9 @@ class ProbeBackend final : public Backend {
   void ZeroRows(const Tensor& t, int64_t b, int64_t e) override {
     in_->ZeroRows(t, b, e);
   }
+  void CopyRows(const Tensor& t, int64_t src, int64_t dst, int64_t n) override {
+    in_->CopyRows(t, src, dst, n);
+  }
   void FillRandom(const Tensor& t, uint64_t seed, float low, float high,
                   ElementType value_type) override {
     in_->FillRandom(t, seed, low, high, value_type);
