@@ -46,6 +46,41 @@ absl::Status TooLarge(int64_t max_bytes) {
       absl::StrCat("the decoded body is larger than ", max_bytes, " bytes"));
 }
 
+// The decoded body as a decoder writes it: room is added kChunkBytes at a
+// time and never more than one byte past the limit, so that a decoder which
+// fills that byte has shown the body is too large.
+class BoundedOutput {
+ public:
+  explicit BoundedOutput(int64_t max_bytes) : max_bytes_(max_bytes) {}
+
+  // Room for the decoder's next call, or RESOURCE_EXHAUSTED once the body
+  // holds max_bytes already.
+  absl::Status Grow(char** next, size_t* room) {
+    if (static_cast<int64_t>(bytes_.size()) >= max_bytes_) {
+      return TooLarge(max_bytes_);
+    }
+    *room = std::min<size_t>(
+        kChunkBytes, static_cast<size_t>(max_bytes_) - bytes_.size() + 1);
+    const size_t used = bytes_.size();
+    bytes_.resize(used + *room);
+    *next = bytes_.data() + used;
+    return absl::OkStatus();
+  }
+  // After the call: `unused` bytes of the room were not written.
+  void Keep(size_t unused) { bytes_.resize(bytes_.size() - unused); }
+  // The body, or RESOURCE_EXHAUSTED when the last call went past the limit.
+  absl::StatusOr<std::string> Take() {
+    if (static_cast<int64_t>(bytes_.size()) > max_bytes_) {
+      return TooLarge(max_bytes_);
+    }
+    return std::move(bytes_);
+  }
+
+ private:
+  const int64_t max_bytes_;
+  std::string bytes_;
+};
+
 // zlib's inflate; `window_bits` picks the wrapper: 15 + 16 is gzip, 15 is
 // zlib, -15 is raw deflate.
 absl::StatusOr<std::string> Inflate(const std::string& in, int window_bits,
@@ -57,30 +92,27 @@ absl::StatusOr<std::string> Inflate(const std::string& in, int window_bits,
   std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&z, inflateEnd);
   z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
   z.avail_in = static_cast<uInt>(in.size());
-  std::string out;
+  BoundedOutput out(max_bytes);
   int rc = Z_OK;
   while (rc != Z_STREAM_END) {
-    if (static_cast<int64_t>(out.size()) >= max_bytes) {
-      return TooLarge(max_bytes);
-    }
-    const size_t grow = std::min<size_t>(
-        kChunkBytes, static_cast<size_t>(max_bytes) - out.size() + 1);
-    const size_t used = out.size();
-    out.resize(used + grow);
-    z.next_out = reinterpret_cast<Bytef*>(out.data() + used);
-    z.avail_out = static_cast<uInt>(grow);
+    char* next = nullptr;
+    size_t room = 0;
+    if (absl::Status s = out.Grow(&next, &room); !s.ok()) return s;
+    z.next_out = reinterpret_cast<Bytef*>(next);
+    z.avail_out = static_cast<uInt>(room);
     rc = inflate(&z, Z_NO_FLUSH);
-    out.resize(used + grow - z.avail_out);
+    out.Keep(z.avail_out);
     if (rc == Z_BUF_ERROR && z.avail_in == 0) break;  // truncated
     if (rc != Z_OK && rc != Z_STREAM_END) break;
   }
-  if (static_cast<int64_t>(out.size()) > max_bytes) return TooLarge(max_bytes);
+  absl::StatusOr<std::string> body = out.Take();
+  if (!body.ok()) return body.status();
   if (rc != Z_STREAM_END || z.avail_in != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the body is not valid Content-Encoding: ", name,
         " data (corrupt, truncated or followed by other bytes)"));
   }
-  return out;
+  return body;
 }
 
 absl::StatusOr<std::string> Unbrotli(const std::string& in, int64_t max_bytes) {
@@ -90,29 +122,25 @@ absl::StatusOr<std::string> Unbrotli(const std::string& in, int64_t max_bytes) {
   if (state == nullptr) return absl::InternalError("brotli could not start");
   const uint8_t* next_in = reinterpret_cast<const uint8_t*>(in.data());
   size_t avail_in = in.size();
-  std::string out;
+  BoundedOutput out(max_bytes);
   BrotliDecoderResult rc = BROTLI_DECODER_RESULT_NEEDS_MORE_OUTPUT;
   while (rc == BROTLI_DECODER_RESULT_NEEDS_MORE_OUTPUT) {
-    if (static_cast<int64_t>(out.size()) >= max_bytes) {
-      return TooLarge(max_bytes);
-    }
-    const size_t grow = std::min<size_t>(
-        kChunkBytes, static_cast<size_t>(max_bytes) - out.size() + 1);
-    const size_t used = out.size();
-    out.resize(used + grow);
-    uint8_t* next_out = reinterpret_cast<uint8_t*>(out.data() + used);
-    size_t avail_out = grow;
+    char* next = nullptr;
+    size_t avail_out = 0;
+    if (absl::Status s = out.Grow(&next, &avail_out); !s.ok()) return s;
+    uint8_t* next_out = reinterpret_cast<uint8_t*>(next);
     rc = BrotliDecoderDecompressStream(state.get(), &avail_in, &next_in,
                                        &avail_out, &next_out, nullptr);
-    out.resize(used + grow - avail_out);
+    out.Keep(avail_out);
   }
-  if (static_cast<int64_t>(out.size()) > max_bytes) return TooLarge(max_bytes);
+  absl::StatusOr<std::string> body = out.Take();
+  if (!body.ok()) return body.status();
   if (rc != BROTLI_DECODER_RESULT_SUCCESS || avail_in != 0) {
     return absl::InvalidArgumentError(
         "the body is not valid Content-Encoding: br data (corrupt, truncated "
         "or followed by other bytes)");
   }
-  return out;
+  return body;
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "engine/scheduler/range_check.h"
 
 namespace tributary {
 namespace {
@@ -17,38 +19,17 @@ constexpr int64_t kMaxCheckpointBytes = int64_t{1} << 40;
 constexpr int64_t kMaxBudgetBytes = int64_t{1} << 62;
 constexpr int64_t kMaxCheckpointSlots = int64_t{1} << 20;
 
-absl::Status CheckRange(const char* field, int64_t value, int64_t min,
-                        int64_t max) {
-  if (value < min || value > max) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, " = ", value, " must be in [", min, ", ", max, "]"));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::Status PrefixIndexConfig::Validate() const {
-  if (absl::Status s =
-          CheckRange("kv_block_size", kv_block_size, 1, kMaxKvBlockSize);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s =
-          CheckRange("kv_block_bytes", kv_block_bytes, 0, kMaxKvBlockBytes);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CheckRange("checkpoint_bytes", checkpoint_bytes, 1,
-                                  kMaxCheckpointBytes);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CheckRange("max_checkpoint_bytes", max_checkpoint_bytes,
-                                  0, kMaxBudgetBytes);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(
+      CheckRange("kv_block_size", kv_block_size, 1, kMaxKvBlockSize));
+  RETURN_IF_ERROR(
+      CheckRange("kv_block_bytes", kv_block_bytes, 0, kMaxKvBlockBytes));
+  RETURN_IF_ERROR(
+      CheckRange("checkpoint_bytes", checkpoint_bytes, 1, kMaxCheckpointBytes));
+  RETURN_IF_ERROR(CheckRange("max_checkpoint_bytes", max_checkpoint_bytes, 0,
+                             kMaxBudgetBytes));
   if (max_checkpoint_bytes / checkpoint_bytes > kMaxCheckpointSlots) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_checkpoint_bytes = ", max_checkpoint_bytes, " holds ",

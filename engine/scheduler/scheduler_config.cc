@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "engine/scheduler/range_check.h"
 
 namespace tributary {
 namespace {
@@ -13,15 +15,6 @@ constexpr int64_t kMaxKvBlocks = (int64_t{1} << 31) - 1;
 constexpr int64_t kMaxStateSlots = 65536;
 constexpr int64_t kMaxKvBlockSize = 4096;
 
-absl::Status CheckRange(const char* field, int64_t value, int64_t min,
-                        int64_t max) {
-  if (value < min || value > max) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, " = ", value, " must be in [", min, ", ", max, "]"));
-  }
-  return absl::OkStatus();
-}
-
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
@@ -29,40 +22,18 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 absl::Status SchedulerConfig::Validate() const {
   // Upper bounds keep every product and sum below int64 overflow.
   constexpr int64_t kLarge = int64_t{1} << 40;
-  if (absl::Status s = CheckRange("max_running_sequences",
-                                  max_running_sequences, 1, kMaxStateSlots);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s =
-          CheckRange("max_tokens_per_step", max_tokens_per_step, 1, kLarge);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CheckRange("max_waiting", max_waiting, 1, kLarge);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s =
-          CheckRange("num_kv_blocks", num_kv_blocks, 1, kMaxKvBlocks);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s =
-          CheckRange("kv_block_size", kv_block_size, 1, kMaxKvBlockSize);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s =
-          CheckRange("num_state_slots", num_state_slots, 1, kMaxStateSlots);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s =
-          CheckRange("max_sequence_tokens", max_sequence_tokens, 1, kLarge);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(CheckRange("max_running_sequences", max_running_sequences, 1,
+                             kMaxStateSlots));
+  RETURN_IF_ERROR(
+      CheckRange("max_tokens_per_step", max_tokens_per_step, 1, kLarge));
+  RETURN_IF_ERROR(CheckRange("max_waiting", max_waiting, 1, kLarge));
+  RETURN_IF_ERROR(CheckRange("num_kv_blocks", num_kv_blocks, 1, kMaxKvBlocks));
+  RETURN_IF_ERROR(
+      CheckRange("kv_block_size", kv_block_size, 1, kMaxKvBlockSize));
+  RETURN_IF_ERROR(
+      CheckRange("num_state_slots", num_state_slots, 1, kMaxStateSlots));
+  RETURN_IF_ERROR(
+      CheckRange("max_sequence_tokens", max_sequence_tokens, 1, kLarge));
   return absl::OkStatus();
 }
 
@@ -80,17 +51,10 @@ absl::StatusOr<CacheCapacity> DeriveCacheCapacity(
     return absl::InvalidArgumentError(absl::StrCat(
         "state_slot_bytes = ", budget.state_slot_bytes, " must be > 0"));
   }
-  if (absl::Status s =
-          CheckRange("kv_block_size", budget.kv_block_size, 1, kMaxKvBlockSize);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s =
-          CheckRange("max_running_sequences", budget.max_running_sequences, 1,
-                     kMaxStateSlots);
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(
+      CheckRange("kv_block_size", budget.kv_block_size, 1, kMaxKvBlockSize));
+  RETURN_IF_ERROR(CheckRange("max_running_sequences",
+                             budget.max_running_sequences, 1, kMaxStateSlots));
   if (budget.max_sequence_tokens < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "max_sequence_tokens = ", budget.max_sequence_tokens, " must be > 0"));

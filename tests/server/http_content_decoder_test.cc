@@ -5,30 +5,17 @@
 #include "server/http_content_decoder.h"
 
 #include <brotli/encode.h>
-#include <zlib.h>
 
 #include <string>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "tests/server/deflate_for_test.h"
 
 namespace tributary {
 namespace {
 
-// window_bits: 15 + 16 gzip, 15 zlib, -15 raw deflate.
-std::string Deflate(const std::string& text, int window_bits) {
-  z_stream z{};
-  EXPECT_EQ(deflateInit2(&z, 6, Z_DEFLATED, window_bits, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string out(deflateBound(&z, text.size()) + 32, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-  z.avail_in = static_cast<uInt>(text.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
+using testing_util::Deflate;
 
 std::string Brotli(const std::string& text) {
   size_t size = BrotliEncoderMaxCompressedSize(text.size()) + 64;

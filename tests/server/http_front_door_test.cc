@@ -11,7 +11,6 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -26,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/hang_guard.h"
+#include "tests/server/deflate_for_test.h"
 #include "tests/server/server_test_util.h"
 
 namespace tributary {
@@ -33,6 +33,7 @@ namespace {
 
 using nlohmann::json;
 using testing_util::ConnectLoopback;
+using testing_util::Gzip;
 using testing_util::HttpResponse;
 using testing_util::kHangGuard;
 using testing_util::ParseHttpResponse;
@@ -315,20 +316,6 @@ TEST_F(HttpFrontDoorTest, ContinueAndPipelining) {
   r = ParseHttpResponse(both);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(json::parse(r->body)["object"], "list");
-}
-
-std::string Gzip(const std::string& text) {
-  z_stream z{};
-  EXPECT_EQ(deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string out(deflateBound(&z, text.size()), '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-  z.avail_in = static_cast<uInt>(text.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
 }
 
 // A gzip body is decoded; one that would decode past --max-message-bytes

@@ -464,6 +464,29 @@ SequenceCaches ReadCaches(Harness& h, int32_t slot,
   return caches;
 }
 
+// The last logits and every cache byte of `got` equal those of the one
+// uninterrupted prefill (`want_logits`, `want`), bit for bit.
+void ExpectSameBits(const std::vector<float>& got_logits,
+                    const SequenceCaches& got,
+                    const std::vector<float>& want_logits,
+                    const SequenceCaches& want) {
+  ASSERT_EQ(got_logits.size(), want_logits.size());
+  EXPECT_EQ(std::memcmp(got_logits.data(), want_logits.data(),
+                        want_logits.size() * sizeof(float)),
+            0)
+      << "last logits";
+  ASSERT_EQ(got.state.size(), want.state.size());
+  for (size_t i = 0; i < want.state.size(); ++i) {
+    EXPECT_TRUE(got.state[i] == want.state[i])
+        << "GDN layer " << i / 2 << (i % 2 == 0 ? " window" : " state");
+  }
+  ASSERT_EQ(got.kv.size(), want.kv.size());
+  for (size_t i = 0; i < want.kv.size(); ++i) {
+    EXPECT_TRUE(got.kv[i] == want.kv[i])
+        << "attention layer " << i / 2 << (i % 2 == 0 ? " K" : " V");
+  }
+}
+
 // Prefills `prompt` from position 0 in `slot` (reset first) on `blocks`,
 // in chunks of `sizes` (summing to the prompt's length), one step each;
 // the last token's logits.
@@ -528,22 +551,7 @@ TEST(HybridDecoderTest,
       // The same blocks every time: each run rewrites positions [0, n).
       const std::vector<float> split =
           PrefillInChunks(h, prompt, sizes, 1, blocks_split);
-      ASSERT_EQ(split.size(), one.size());
-      EXPECT_EQ(std::memcmp(split.data(), one.data(),
-                            one.size() * sizeof(float)),
-                0)
-          << "last logits";
-      const SequenceCaches got = ReadCaches(h, 1, blocks_split, n);
-      ASSERT_EQ(got.state.size(), want.state.size());
-      for (size_t i = 0; i < want.state.size(); ++i) {
-        EXPECT_TRUE(got.state[i] == want.state[i])
-            << "GDN layer " << i / 2 << (i % 2 == 0 ? " window" : " state");
-      }
-      ASSERT_EQ(got.kv.size(), want.kv.size());
-      for (size_t i = 0; i < want.kv.size(); ++i) {
-        EXPECT_TRUE(got.kv[i] == want.kv[i])
-            << "attention layer " << i / 2 << (i % 2 == 0 ? " K" : " V");
-      }
+      ExpectSameBits(split, ReadCaches(h, 1, blocks_split, n), one, want);
       if (::testing::Test::HasFailure()) return;  // one split's report is enough
     }
   }
@@ -698,22 +706,7 @@ TEST(HybridDecoderTest, RestoredCheckpointContinuesBitForBit) {
       auto out = h.decoder().Forward(
           resumed, absl::MakeConstSpan(prompt).subspan(r), ForwardOptions{});
       ASSERT_TRUE(out.ok()) << out.status();
-      ASSERT_EQ(out->logits.size(), one.size());
-      EXPECT_EQ(std::memcmp(out->logits.data(), one.data(),
-                            one.size() * sizeof(float)),
-                0)
-          << "last logits";
-      const SequenceCaches got = ReadCaches(h, 2, table, n);
-      ASSERT_EQ(got.state.size(), want.state.size());
-      for (size_t i = 0; i < want.state.size(); ++i) {
-        EXPECT_TRUE(got.state[i] == want.state[i])
-            << "GDN layer " << i / 2 << (i % 2 == 0 ? " window" : " state");
-      }
-      ASSERT_EQ(got.kv.size(), want.kv.size());
-      for (size_t i = 0; i < want.kv.size(); ++i) {
-        EXPECT_TRUE(got.kv[i] == want.kv[i])
-            << "attention layer " << i / 2 << (i % 2 == 0 ? " K" : " V");
-      }
+      ExpectSameBits(out->logits, ReadCaches(h, 2, table, n), one, want);
       if (::testing::Test::HasFailure()) return;
     }
   }
